@@ -1,0 +1,238 @@
+"""Service settings read from the environment (prefix ``ARANDU_``).
+
+Every process of the service (API, workers, Beat, Flower, ops scripts) builds its
+settings through :func:`load_settings`, so a bad value stops it at start with the
+setting's environment name in the message instead of failing later mid-request.
+"""
+
+from __future__ import annotations
+
+import os
+from enum import StrEnum
+from functools import lru_cache
+from pathlib import Path
+from typing import Annotated, Any, Self
+
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+ENV_PREFIX = "ARANDU_"
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+class LLMProviderName(StrEnum):
+    """Which LLM backend the cognition skills use."""
+
+    OPENAI = "openai"
+    ANTHROPIC = "anthropic"
+    OFFLINE = "offline"
+
+
+class EmbeddingProviderName(StrEnum):
+    """Which embedding backend turns text into vectors."""
+
+    OPENAI = "openai"
+    HASHING = "hashing"
+    LOCAL = "local"
+
+
+class Environment(StrEnum):
+    """Deployment kind: production refuses to start with development secrets."""
+
+    DEV = "dev"
+    PRODUCTION = "production"
+
+
+class LogLevel(StrEnum):
+    """Standard logging levels accepted by ``ARANDU_LOG_LEVEL``."""
+
+    DEBUG = "DEBUG"
+    INFO = "INFO"
+    WARNING = "WARNING"
+    ERROR = "ERROR"
+
+
+DEFAULT_EMBEDDING_MODELS = {
+    EmbeddingProviderName.OPENAI: "text-embedding-3-small",
+    EmbeddingProviderName.HASHING: "hashing-v1",
+    EmbeddingProviderName.LOCAL: "all-MiniLM-L6-v2",
+}
+DEFAULT_EMBEDDING_DIMENSIONS = {
+    EmbeddingProviderName.OPENAI: 1536,
+    EmbeddingProviderName.HASHING: 384,
+    EmbeddingProviderName.LOCAL: 384,
+}
+DEFAULT_LLM_MODELS = {
+    LLMProviderName.OPENAI: "gpt-4o-mini",
+    LLMProviderName.ANTHROPIC: "claude-sonnet-4-20250514",
+    LLMProviderName.OFFLINE: "offline-rules",
+}
+
+
+class SettingsError(ValueError):
+    """A setting has a bad value; the message names the environment variable."""
+
+
+class Settings(BaseSettings):
+    """Process-wide settings of the service; see the README's configuration table."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        extra="ignore",
+        frozen=True,
+        validate_default=True,
+    )
+
+    env: Environment = Environment.DEV
+    home: Path = PROJECT_ROOT / ".arandu"
+
+    database_url: str = "postgresql+psycopg://postgres@localhost:5432/arandu"
+    broker_url: str = "redis://localhost:6379/0"
+    # Must stay well above the longest task plus its longest retry delay, and be
+    # the same in every client (API, workers, Beat, Flower), or Redis redelivers
+    # tasks that are still running.
+    broker_visibility_timeout_s: int = Field(default=3600, ge=60, le=7 * 24 * 3600)
+
+    api_host: str = "127.0.0.1"
+    api_port: int = Field(default=8000, ge=1, le=65535)
+    api_keys: Annotated[tuple[str, ...], NoDecode] = ()
+    max_message_bytes: int = Field(default=256 * 1024, ge=1024, le=64 * 1024 * 1024)
+
+    flower_port: int = Field(default=5555, ge=1, le=65535)
+    flower_user: str = Field(default="admin", min_length=1)
+    flower_password: SecretStr | None = None
+
+    ingest_concurrency: int = Field(default=16, ge=1, le=512)
+    apply_concurrency: int = Field(default=4, ge=1, le=128)
+    maintenance_concurrency: int = Field(default=1, ge=1, le=64)
+    database_pool_size: int = Field(default=10, ge=1, le=200)
+
+    llm_provider: LLMProviderName | None = None
+    llm_model: str | None = None
+    llm_base_url: str | None = None
+    llm_api_key: SecretStr | None = None
+    llm_timeout_s: float = Field(default=30.0, gt=0, le=600)
+
+    embedding_provider: EmbeddingProviderName | None = None
+    embedding_model: str | None = None
+    embedding_dimensions: int | None = Field(default=None, ge=8, le=16000)
+    embedding_base_url: str | None = None
+
+    log_level: LogLevel = LogLevel.INFO
+
+    @field_validator("api_keys", mode="before")
+    @classmethod
+    def _split_api_keys(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(key.strip() for key in value.split(",") if key.strip())
+        return value
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper_log_level(cls, value: Any) -> Any:
+        return value.upper() if isinstance(value, str) else value
+
+    @field_validator("database_url")
+    @classmethod
+    def _check_database_url(cls, value: str) -> str:
+        if not value.startswith(("postgresql://", "postgresql+psycopg://", "postgres://")):
+            raise ValueError("must be a PostgreSQL URL (postgresql+psycopg://user:pass@host:port/db)")
+        return value
+
+    @field_validator("broker_url")
+    @classmethod
+    def _check_broker_url(cls, value: str) -> str:
+        if not value.startswith(("redis://", "rediss://", "redis+socket://", "amqp://", "amqps://", "pyamqp://")):
+            raise ValueError("must be a Redis (redis://, redis+socket://) or RabbitMQ (amqp://) URL")
+        return value
+
+    @model_validator(mode="after")
+    def _fill_provider_defaults(self) -> Self:
+        # The service runs fully offline unless a key says otherwise, so a fresh
+        # checkout works without any account.
+        api_key = self.resolved_llm_api_key
+        if self.llm_provider is None:
+            chosen = LLMProviderName.OPENAI if api_key else LLMProviderName.OFFLINE
+            object.__setattr__(self, "llm_provider", chosen)
+        if self.embedding_provider is None:
+            has_openai_key = api_key is not None and self.llm_provider is LLMProviderName.OPENAI
+            chosen_embedder = EmbeddingProviderName.OPENAI if has_openai_key else EmbeddingProviderName.HASHING
+            object.__setattr__(self, "embedding_provider", chosen_embedder)
+        assert self.llm_provider is not None and self.embedding_provider is not None
+        if self.llm_model is None:
+            object.__setattr__(self, "llm_model", DEFAULT_LLM_MODELS[self.llm_provider])
+        if self.embedding_model is None:
+            object.__setattr__(self, "embedding_model", DEFAULT_EMBEDDING_MODELS[self.embedding_provider])
+        if self.embedding_dimensions is None:
+            object.__setattr__(self, "embedding_dimensions", DEFAULT_EMBEDDING_DIMENSIONS[self.embedding_provider])
+        if self.llm_provider in (LLMProviderName.OPENAI, LLMProviderName.ANTHROPIC) and api_key is None:
+            if not (self.llm_provider is LLMProviderName.OPENAI and self.llm_base_url):
+                raise ValueError(
+                    f"ARANDU_LLM_PROVIDER={self.llm_provider.value} needs ARANDU_LLM_API_KEY "
+                    "(or OPENAI_API_KEY for openai); an OpenAI-compatible local server may instead set ARANDU_LLM_BASE_URL"
+                )
+        if self.env is Environment.PRODUCTION:
+            if not self.api_keys:
+                raise ValueError("ARANDU_API_KEYS must be set when ARANDU_ENV=production")
+            if self.flower_password is None:
+                raise ValueError("ARANDU_FLOWER_PASSWORD must be set when ARANDU_ENV=production")
+        return self
+
+    @property
+    def resolved_llm_api_key(self) -> str | None:
+        """The LLM key: ``ARANDU_LLM_API_KEY``, else ``OPENAI_API_KEY`` from the environment."""
+        if self.llm_api_key is not None and self.llm_api_key.get_secret_value():
+            return self.llm_api_key.get_secret_value()
+        fallback = os.environ.get("OPENAI_API_KEY", "").strip()
+        return fallback or None
+
+    @property
+    def llm(self) -> LLMProviderName:
+        """The effective LLM provider (never None once validated)."""
+        assert self.llm_provider is not None
+        return self.llm_provider
+
+    @property
+    def embedder(self) -> EmbeddingProviderName:
+        """The effective embedding provider (never None once validated)."""
+        assert self.embedding_provider is not None
+        return self.embedding_provider
+
+    @property
+    def dimensions(self) -> int:
+        """The effective embedding dimension (never None once validated)."""
+        assert self.embedding_dimensions is not None
+        return self.embedding_dimensions
+
+    @property
+    def sqlalchemy_url(self) -> str:
+        """The database URL with the psycopg 3 driver that SQLAlchemy must use."""
+        url = self.database_url
+        for prefix in ("postgresql://", "postgres://"):
+            if url.startswith(prefix):
+                return "postgresql+psycopg://" + url[len(prefix) :]
+        return url
+
+
+def _describe(error: ValidationError) -> str:
+    lines = []
+    for item in error.errors():
+        location = [str(part) for part in item["loc"] if part != "__root__"]
+        name = ENV_PREFIX + "_".join(location).upper() if location else "settings"
+        message = str(item["msg"]).removeprefix("Value error, ")
+        lines.append(f"{name}: {message}")
+    return "invalid settings: " + "; ".join(lines)
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Read settings from the environment, raising :class:`SettingsError` naming the bad variable."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as error:
+        raise SettingsError(_describe(error)) from None
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process's settings, read once."""
+    return load_settings()
