@@ -98,6 +98,7 @@ class Settings(BaseSettings):
     api_keys: Annotated[tuple[str, ...], NoDecode] = ()
     max_message_bytes: int = Field(default=256 * 1024, ge=1024, le=64 * 1024 * 1024)
 
+    flower_host: str = "127.0.0.1"
     flower_port: int = Field(default=5555, ge=1, le=65535)
     flower_user: str = Field(default="admin", min_length=1)
     flower_password: SecretStr | None = None
@@ -158,19 +159,21 @@ class Settings(BaseSettings):
             has_openai_key = api_key is not None and self.llm_provider is LLMProviderName.OPENAI
             chosen_embedder = EmbeddingProviderName.OPENAI if has_openai_key else EmbeddingProviderName.HASHING
             object.__setattr__(self, "embedding_provider", chosen_embedder)
-        assert self.llm_provider is not None and self.embedding_provider is not None
+        assert self.llm_provider is not None
+        assert self.embedding_provider is not None
         if self.llm_model is None:
             object.__setattr__(self, "llm_model", DEFAULT_LLM_MODELS[self.llm_provider])
         if self.embedding_model is None:
             object.__setattr__(self, "embedding_model", DEFAULT_EMBEDDING_MODELS[self.embedding_provider])
         if self.embedding_dimensions is None:
             object.__setattr__(self, "embedding_dimensions", DEFAULT_EMBEDDING_DIMENSIONS[self.embedding_provider])
-        if self.llm_provider in (LLMProviderName.OPENAI, LLMProviderName.ANTHROPIC) and api_key is None:
-            if not (self.llm_provider is LLMProviderName.OPENAI and self.llm_base_url):
-                raise ValueError(
-                    f"ARANDU_LLM_PROVIDER={self.llm_provider.value} needs ARANDU_LLM_API_KEY "
-                    "(or OPENAI_API_KEY for openai); an OpenAI-compatible local server may instead set ARANDU_LLM_BASE_URL"
-                )
+        keyless_local_server = self.llm_provider is LLMProviderName.OPENAI and bool(self.llm_base_url)
+        if self.llm_provider is not LLMProviderName.OFFLINE and api_key is None and not keyless_local_server:
+            raise ValueError(
+                f"ARANDU_LLM_PROVIDER={self.llm_provider.value} needs ARANDU_LLM_API_KEY "
+                "(or OPENAI_API_KEY for openai); an OpenAI-compatible local server "
+                "may instead set ARANDU_LLM_BASE_URL"
+            )
         if self.env is Environment.PRODUCTION:
             if not self.api_keys:
                 raise ValueError("ARANDU_API_KEYS must be set when ARANDU_ENV=production")

@@ -1,0 +1,68 @@
+"""The FastAPI application: health probes now; the memory endpoints join as the pipelines land."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
+from sqlalchemy import text
+from starlette.concurrency import run_in_threadpool
+
+from memory_core.db.engine import create_db_engine
+from memory_core.db.migrate import check_schema
+from memory_core.settings import Settings, get_settings
+from workers.health import check_broker
+
+logger = logging.getLogger("arandu.api")
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """Build the API for ``settings``; refuses to start on a database that does not fit them."""
+    settings = settings or get_settings()
+    engine = create_db_engine(settings)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        # Fail at start, not on the first request, when the database has another embedding
+        # dimension or lacks pgvector: the message names both numbers.
+        await run_in_threadpool(check_schema, engine, settings)
+        yield
+        engine.dispose()
+
+    app = FastAPI(
+        title="arandu",
+        summary="Long-term memory service for AI agents.",
+        version="0.1.0",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.engine = engine
+
+    @app.get("/healthz", tags=["operations"])
+    def healthz() -> dict[str, str]:
+        """Liveness: the process answers. No authentication."""
+        return {"status": "ok"}
+
+    @app.get("/readyz", tags=["operations"], responses={503: {"description": "a dependency does not answer"}})
+    def readyz() -> JSONResponse:
+        """Readiness: 200 only when the database and the broker both answer. No authentication."""
+        checks: dict[str, Any] = {}
+        try:
+            with engine.connect() as conn:
+                conn.execute(text("SELECT 1"))
+            checks["database"] = "ok"
+        except Exception as error:
+            checks["database"] = f"error: {type(error).__name__}: {error}".splitlines()[0]
+        try:
+            check_broker(settings)
+            checks["broker"] = "ok"
+        except Exception as error:
+            checks["broker"] = f"error: {type(error).__name__}: {error}".splitlines()[0]
+        ready = all(value == "ok" for value in checks.values())
+        return JSONResponse({"status": "ready" if ready else "not ready", "checks": checks}, 200 if ready else 503)
+
+    return app

@@ -1,0 +1,26 @@
+"""Engines and sessions for the service's PostgreSQL database."""
+
+from __future__ import annotations
+
+from sqlalchemy import Engine, create_engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from memory_core.settings import Settings
+
+
+def create_db_engine(settings: Settings, *, pool_size: int | None = None) -> Engine:
+    """An engine with a bounded pool; connections are checked before use after a database restart."""
+    size = pool_size if pool_size is not None else settings.database_pool_size
+    return create_engine(
+        settings.sqlalchemy_url,
+        pool_size=size,
+        max_overflow=size,
+        pool_pre_ping=True,
+        pool_recycle=1800,
+        connect_args={"connect_timeout": 5, "application_name": "arandu"},
+    )
+
+
+def create_session_factory(engine: Engine) -> sessionmaker[Session]:
+    """Session factory whose objects stay readable after commit (tasks return them as ids and dicts)."""
+    return sessionmaker(bind=engine, expire_on_commit=False)

@@ -1,0 +1,454 @@
+"""SQLAlchemy 2 models of every table the service owns.
+
+The memory tables follow the seeds' schema (``memory_*`` and ``session_observations``);
+``pipeline_runs``, ``imports``, ``maintenance_job_runs`` and ``schema_info`` are the
+service's own bookkeeping. Every memory row carries ``agent_id``, the hard isolation
+boundary: every index that serves a query starts with it.
+
+Embedding columns are declared without a dimension here because the dimension is a
+deployment setting; the migration creates them as ``vector(N)`` with the configured N
+and records N in ``schema_info``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from pgvector.sqlalchemy import Vector
+from sqlalchemy import (
+    Boolean,
+    CheckConstraint,
+    Computed,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    SmallInteger,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy import text as sql_text
+from sqlalchemy.dialects.postgresql import JSONB, TSVECTOR
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NOW = sql_text("now()")
+NEW_UUID = sql_text("gen_random_uuid()")
+
+
+class Base(DeclarativeBase):
+    """Declarative base of every table."""
+
+    type_annotation_map = {  # noqa: RUF012 - SQLAlchemy reads this class attribute by name
+        datetime: DateTime(timezone=True),
+        dict[str, Any]: JSONB,
+        list[Any]: JSONB,
+    }
+
+
+def _pk() -> Mapped[uuid.UUID]:
+    return mapped_column(primary_key=True, server_default=NEW_UUID, default=uuid.uuid4)
+
+
+def _created_at() -> Mapped[datetime]:
+    return mapped_column(server_default=NOW)
+
+
+# --- The service's own tables --------------------------------------------------------
+
+
+class SchemaInfo(Base):
+    """One row describing how this database was created (embedding dimension)."""
+
+    __tablename__ = "schema_info"
+    __table_args__ = (CheckConstraint("id = 1", name="schema_info_single_row"),)
+
+    id: Mapped[int] = mapped_column(SmallInteger, primary_key=True, default=1)
+    embedding_dimensions: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = _created_at()
+
+
+class Import(Base):
+    """A batch historical import: many events under one id, progress counted from their runs."""
+
+    __tablename__ = "imports"
+    __table_args__ = (Index("ix_imports_agent_created", "agent_id", "created_at"),)
+
+    id: Mapped[uuid.UUID] = _pk()
+    agent_id: Mapped[str] = mapped_column(Text)
+    total: Mapped[int] = mapped_column(Integer, server_default=sql_text("0"))
+    source: Mapped[str] = mapped_column(String(32), server_default=sql_text("'api'"))
+    created_at: Mapped[datetime] = _created_at()
+
+
+class PipelineRun(Base):
+    """Write-pipeline state of one event: status, stage, attempts, stage outputs, usage, timings."""
+
+    __tablename__ = "pipeline_runs"
+    __table_args__ = (
+        Index("ix_pipeline_runs_status_updated", "status", "updated_at"),
+        Index("ix_pipeline_runs_import_status", "import_id", "status"),
+        Index("ix_pipeline_runs_agent_created", "agent_id", "created_at"),
+    )
+
+    event_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("memory_events.id", ondelete="CASCADE"), primary_key=True)
+    agent_id: Mapped[str] = mapped_column(Text)
+    import_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("imports.id", ondelete="SET NULL"))
+    status: Mapped[str] = mapped_column(String(16), server_default=sql_text("'received'"))
+    stage: Mapped[str | None] = mapped_column(String(32))
+    attempts: Mapped[int] = mapped_column(Integer, server_default=sql_text("0"))
+    error: Mapped[str | None] = mapped_column(Text)
+    options: Mapped[dict[str, Any]] = mapped_column(server_default=sql_text("'{}'::jsonb"))
+    stage_outputs: Mapped[dict[str, Any]] = mapped_column(server_default=sql_text("'{}'::jsonb"))
+    token_usage: Mapped[dict[str, Any]] = mapped_column(server_default=sql_text("'{}'::jsonb"))
+    timings: Mapped[dict[str, Any]] = mapped_column(server_default=sql_text("'{}'::jsonb"))
+    result: Mapped[dict[str, Any] | None] = mapped_column()
+    created_at: Mapped[datetime] = _created_at()
+    updated_at: Mapped[datetime] = _created_at()
+    finished_at: Mapped[datetime | None] = mapped_column()
+
+
+class MaintenanceJobRun(Base):
+    """One run of a background job for one agent (Beat or API triggered)."""
+
+    __tablename__ = "maintenance_job_runs"
+    __table_args__ = (
+        Index("ix_job_runs_agent_job_created", "agent_id", "job", "created_at"),
+        Index("ix_job_runs_status", "status"),
+    )
+
+    id: Mapped[uuid.UUID] = _pk()
+    agent_id: Mapped[str] = mapped_column(Text)
+    job: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16), server_default=sql_text("'queued'"))
+    trigger: Mapped[str] = mapped_column(String(16), server_default=sql_text("'beat'"))
+    task_id: Mapped[str | None] = mapped_column(String(64))
+    result: Mapped[dict[str, Any] | None] = mapped_column()
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = _created_at()
+    started_at: Mapped[datetime | None] = mapped_column()
+    finished_at: Mapped[datetime | None] = mapped_column()
+    duration_ms: Mapped[float | None] = mapped_column(Float)
+
+
+# --- Memory tables (seeds/003 "Database Schema", "Modelos de Banco de Dados") --------
+
+
+class MemoryEvent(Base):
+    """Immutable log of every message received; the source of truth for the pipeline."""
+
+    __tablename__ = "memory_events"
+    __table_args__ = (
+        UniqueConstraint("agent_id", "message_id", name="uq_memory_events_agent_message"),
+        Index("ix_memory_events_agent_occurred", "agent_id", "occurred_at"),
+        Index("ix_memory_events_agent_session", "agent_id", "session_id"),
+        Index("ix_memory_events_import", "import_id"),
+        Index(
+            "ix_memory_events_embedding_hnsw",
+            "embedding_vec",
+            postgresql_using="hnsw",
+            postgresql_ops={"embedding_vec": "vector_cosine_ops"},
+        ),
+    )
+
+    id: Mapped[uuid.UUID] = _pk()
+    agent_id: Mapped[str] = mapped_column(Text)
+    text: Mapped[str] = mapped_column(Text)
+    speaker: Mapped[str] = mapped_column(String(256))
+    session_id: Mapped[str] = mapped_column(String(256), server_default=sql_text("'default'"))
+    message_id: Mapped[str | None] = mapped_column(String(256))
+    import_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("imports.id", ondelete="SET NULL"))
+    source: Mapped[str] = mapped_column(String(64), server_default=sql_text("'api'"))
+    occurred_at: Mapped[datetime] = mapped_column(server_default=NOW)
+    importance: Mapped[float] = mapped_column(Float, server_default=sql_text("0.5"))
+    embedding_vec: Mapped[Any | None] = mapped_column(Vector())
+    trace_json: Mapped[dict[str, Any] | None] = mapped_column()
+    emotion_primary: Mapped[str | None] = mapped_column(String(32))
+    emotion_intensity: Mapped[float | None] = mapped_column(Float)
+    energy_level: Mapped[str | None] = mapped_column(String(16))
+    created_at: Mapped[datetime] = _created_at()
+
+
+class MemoryCluster(Base):
+    """Semantic cluster of an entity's facts, with an LLM (or rule) summary."""
+
+    __tablename__ = "memory_clusters"
+    __table_args__ = (Index("ix_memory_clusters_agent_entity", "agent_id", "entity_key"),)
+
+    id: Mapped[uuid.UUID] = _pk()
+    agent_id: Mapped[str] = mapped_column(Text)
+    entity_type: Mapped[str | None] = mapped_column(String(64))
+    entity_key: Mapped[str | None] = mapped_column(String(256))
+    label: Mapped[str] = mapped_column(String(128))
+    summary_text: Mapped[str | None] = mapped_column(Text)
+    cluster_type: Mapped[str] = mapped_column(String(32), server_default=sql_text("'auto'"))
+    fact_count: Mapped[int] = mapped_column(Integer, server_default=sql_text("0"))
+    importance: Mapped[float] = mapped_column(Float, server_default=sql_text("0.5"))
+    embedding_vec: Mapped[Any | None] = mapped_column(Vector())
+    is_active: Mapped[bool] = mapped_column(Boolean, server_default=sql_text("true"))
+    last_updated_at: Mapped[datetime] = _created_at()
+    created_at: Mapped[datetime] = _created_at()
+
+
+class MemoryFact(Base):
+    """Versioned fact with a validity window; UPDATE closes the old row and links the new one."""
+
+    __tablename__ = "memory_facts"
+    __table_args__ = (
+        Index("ix_memory_facts_agent_entity", "agent_id", "entity_key"),
+        Index(
+            "ix_memory_facts_agent_active_created",
+            "agent_id",
+            "created_at",
+            postgresql_where=sql_text("valid_to IS NULL"),
+        ),
+        Index("ix_memory_facts_agent_attribute", "agent_id", "attribute_key"),
+        Index("ix_memory_facts_source_event", "source_event_id"),
+        Index("ix_memory_facts_supersedes", "supersedes_fact_id"),
+        Index("ix_memory_facts_cluster", "cluster_id"),
+        Index("ix_memory_facts_search_vector", "search_vector", postgresql_using="gin"),
+        Index(
+            "ix_memory_facts_embedding_hnsw",
+            "embedding_vec",
+            postgresql_using="hnsw",
+            postgresql_ops={"embedding_vec": "vector_cosine_ops"},
+        ),
+    )
+
+    id: Mapped[uuid.UUID] = _pk()
+    agent_id: Mapped[str] = mapped_column(Text)
+    entity_type: Mapped[str] = mapped_column(String(64))
+    entity_key: Mapped[str] = mapped_column(String(256))
+    entity_name: Mapped[str | None] = mapped_column(String(256))
+    attribute_key: Mapped[str | None] = mapped_column(String(128))
+    fact_text: Mapped[str] = mapped_column(Text)
+    category: Mapped[str | None] = mapped_column(String(50))
+    speaker: Mapped[str | None] = mapped_column(String(256))
+    confidence: Mapped[float] = mapped_column(Float, server_default=sql_text("0.8"))
+    importance: Mapped[float] = mapped_column(Float, server_default=sql_text("0.5"))
+    is_sensitive: Mapped[bool] = mapped_column(Boolean, server_default=sql_text("false"))
+    valid_from: Mapped[datetime] = mapped_column(server_default=NOW)
+    valid_to: Mapped[datetime | None] = mapped_column()
+    ttl_days: Mapped[int | None] = mapped_column(Integer)
+    source_event_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("memory_events.id", ondelete="SET NULL"))
+    supersedes_fact_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("memory_facts.id", ondelete="SET NULL"))
+    embedding_vec: Mapped[Any | None] = mapped_column(Vector())
+    vitality_score: Mapped[float | None] = mapped_column(Float)
+    is_stale: Mapped[bool] = mapped_column(Boolean, server_default=sql_text("false"))
+    cluster_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("memory_clusters.id", ondelete="SET NULL"))
+    value_json: Mapped[dict[str, Any] | None] = mapped_column()
+    needs_confirmation: Mapped[bool] = mapped_column(Boolean, server_default=sql_text("false"))
+    last_confirmed_at: Mapped[datetime | None] = mapped_column()
+    reinforcement_count: Mapped[int] = mapped_column(Integer, server_default=sql_text("0"))
+    times_retrieved: Mapped[int] = mapped_column(Integer, server_default=sql_text("0"))
+    last_retrieved_at: Mapped[datetime | None] = mapped_column()
+    user_correction_count: Mapped[int] = mapped_column(Integer, server_default=sql_text("0"))
+    source_context: Mapped[str | None] = mapped_column(String(512))
+    agent_annotation: Mapped[str | None] = mapped_column(Text)
+    # 'simple' keeps words as written, so Portuguese and English facts are matched alike.
+    search_vector: Mapped[Any] = mapped_column(
+        TSVECTOR, Computed("to_tsvector('simple'::regconfig, fact_text)", persisted=True)
+    )
+    created_at: Mapped[datetime] = _created_at()
+    ingested_at: Mapped[datetime] = _created_at()
+    invalidated_at: Mapped[datetime | None] = mapped_column()
+
+
+class MemoryFactEntityLink(Base):
+    """Links a fact to every entity it names, not only its primary subject."""
+
+    __tablename__ = "memory_fact_entity_links"
+    __table_args__ = (
+        UniqueConstraint("fact_id", "entity_key", name="uq_fact_entity_links_fact_entity"),
+        Index("ix_fact_entity_links_agent_entity", "agent_id", "entity_key"),
+        Index("ix_fact_entity_links_fact", "fact_id"),
+    )
+
+    id: Mapped[uuid.UUID] = _pk()
+    fact_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("memory_facts.id", ondelete="CASCADE"))
+    entity_key: Mapped[str] = mapped_column(String(256))
+    is_primary: Mapped[bool] = mapped_column(Boolean, server_default=sql_text("false"))
+    agent_id: Mapped[str] = mapped_column(Text)
+
+
+class MemoryEntity(Base):
+    """Canonical entity (node of the knowledge graph)."""
+
+    __tablename__ = "memory_entities"
+    __table_args__ = (
+        UniqueConstraint("agent_id", "canonical_key", name="uq_memory_entities_agent_key"),
+        Index("ix_memory_entities_agent_last_seen", "agent_id", "last_seen_at"),
+        Index("ix_memory_entities_agent_importance", "agent_id", "importance_score"),
+    )
+
+    id: Mapped[uuid.UUID] = _pk()
+    agent_id: Mapped[str] = mapped_column(Text)
+    canonical_key: Mapped[str] = mapped_column(String(256))
+    display_name: Mapped[str | None] = mapped_column(String(256))
+    entity_type: Mapped[str] = mapped_column(String(64))
+    summary_text: Mapped[str | None] = mapped_column(Text)
+    profile_text: Mapped[str | None] = mapped_column(Text)
+    profile_refreshed_at: Mapped[datetime | None] = mapped_column()
+    embedding_vec: Mapped[Any | None] = mapped_column(Vector())
+    fact_count: Mapped[int] = mapped_column(Integer, server_default=sql_text("0"))
+    importance_score: Mapped[float | None] = mapped_column(Float)
+    is_active: Mapped[bool] = mapped_column(Boolean, server_default=sql_text("true"))
+    first_seen_at: Mapped[datetime] = _created_at()
+    last_seen_at: Mapped[datetime] = _created_at()
+    summary_refreshed_at: Mapped[datetime | None] = mapped_column()
+    created_at: Mapped[datetime] = _created_at()
+
+
+class MemoryEntityAlias(Base):
+    """Alias -> canonical key cache for exact-match resolution; first write wins."""
+
+    __tablename__ = "memory_entity_aliases"
+    __table_args__ = (
+        UniqueConstraint("agent_id", "alias", name="uq_memory_entity_aliases_agent_alias"),
+        Index("ix_memory_entity_aliases_agent_canonical", "agent_id", "canonical_entity_key"),
+    )
+
+    id: Mapped[uuid.UUID] = _pk()
+    agent_id: Mapped[str] = mapped_column(Text)
+    alias: Mapped[str] = mapped_column(String(256))
+    canonical_entity_key: Mapped[str] = mapped_column(String(256))
+    canonical_entity_type: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = _created_at()
+
+
+class MemoryEntityRelationship(Base):
+    """Directed edge between two entities, backed by an evidence fact."""
+
+    __tablename__ = "memory_entity_relationships"
+    __table_args__ = (
+        UniqueConstraint(
+            "agent_id",
+            "source_entity_key",
+            "target_entity_key",
+            "rel_type",
+            name="uq_memory_relationships_edge",
+        ),
+        Index("ix_memory_relationships_agent_source", "agent_id", "source_entity_key"),
+        Index("ix_memory_relationships_agent_target", "agent_id", "target_entity_key"),
+        Index("ix_memory_relationships_evidence", "evidence_fact_id"),
+    )
+
+    id: Mapped[uuid.UUID] = _pk()
+    agent_id: Mapped[str] = mapped_column(Text)
+    source_entity_key: Mapped[str] = mapped_column(String(256))
+    target_entity_key: Mapped[str] = mapped_column(String(256))
+    rel_type: Mapped[str] = mapped_column(String(64))
+    strength: Mapped[float] = mapped_column(Float, server_default=sql_text("0.8"))
+    evidence_fact_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("memory_facts.id", ondelete="SET NULL"))
+    provenance: Mapped[str] = mapped_column(String(16), server_default=sql_text("'llm'"))
+    valid_from: Mapped[datetime] = mapped_column(server_default=NOW)
+    valid_to: Mapped[datetime | None] = mapped_column()
+    created_at: Mapped[datetime] = _created_at()
+    updated_at: Mapped[datetime] = _created_at()
+    last_used_at: Mapped[datetime | None] = mapped_column()
+    invalidated_at: Mapped[datetime | None] = mapped_column()
+
+
+class MemoryMetaObservation(Base):
+    """Higher-order observation from consolidation: insight, pattern, contradiction, trend, community."""
+
+    __tablename__ = "memory_meta_observations"
+    __table_args__ = (Index("ix_meta_observations_agent_type", "agent_id", "observation_type"),)
+
+    id: Mapped[uuid.UUID] = _pk()
+    agent_id: Mapped[str] = mapped_column(Text)
+    observation_type: Mapped[str] = mapped_column(String(32))
+    title: Mapped[str] = mapped_column(String(256))
+    text: Mapped[str] = mapped_column(Text)
+    supporting_event_ids: Mapped[list[Any]] = mapped_column(server_default=sql_text("'[]'::jsonb"))
+    supporting_fact_ids: Mapped[list[Any]] = mapped_column(server_default=sql_text("'[]'::jsonb"))
+    confidence: Mapped[float] = mapped_column(Float, server_default=sql_text("0.7"))
+    importance: Mapped[float] = mapped_column(Float, server_default=sql_text("0.5"))
+    times_reinforced: Mapped[int] = mapped_column(Integer, server_default=sql_text("0"))
+    is_active: Mapped[bool] = mapped_column(Boolean, server_default=sql_text("true"))
+    embedding_vec: Mapped[Any | None] = mapped_column(Vector())
+    first_detected_at: Mapped[datetime] = _created_at()
+    last_reinforced_at: Mapped[datetime] = _created_at()
+    created_at: Mapped[datetime] = _created_at()
+
+
+class MemoryAttributeRegistry(Base):
+    """Attribute keys seen per agent (proposed vs active), for key canonicalisation."""
+
+    __tablename__ = "memory_attribute_registry"
+    __table_args__ = (UniqueConstraint("agent_id", "key", name="uq_attribute_registry_agent_key"),)
+
+    id: Mapped[uuid.UUID] = _pk()
+    agent_id: Mapped[str] = mapped_column(Text)
+    key: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(20), server_default=sql_text("'proposed'"))
+    value_type: Mapped[str] = mapped_column(String(20), server_default=sql_text("'string'"))
+    conflict_policy: Mapped[str] = mapped_column(String(20), server_default=sql_text("'supersede'"))
+    ttl_days: Mapped[int | None] = mapped_column(Integer)
+    seen_count: Mapped[int] = mapped_column(Integer, server_default=sql_text("0"))
+    proposed_by: Mapped[str] = mapped_column(String(20), server_default=sql_text("'llm'"))
+    reason: Mapped[str | None] = mapped_column(Text)
+    first_seen_at: Mapped[datetime] = _created_at()
+    last_seen_at: Mapped[datetime] = _created_at()
+    example_raw_key: Mapped[str | None] = mapped_column(String(128))
+    created_at: Mapped[datetime] = _created_at()
+    updated_at: Mapped[datetime | None] = mapped_column()
+
+
+class MemoryIntention(Base):
+    """Prospective memory: an intended action with a time or event trigger."""
+
+    __tablename__ = "memory_intentions"
+    __table_args__ = (Index("ix_memory_intentions_agent_status", "agent_id", "status"),)
+
+    id: Mapped[uuid.UUID] = _pk()
+    agent_id: Mapped[str] = mapped_column(Text)
+    trigger_type: Mapped[str] = mapped_column(String(16))
+    trigger_condition: Mapped[str] = mapped_column(Text)
+    intended_action: Mapped[str] = mapped_column(Text)
+    due_date: Mapped[datetime | None] = mapped_column()
+    status: Mapped[str] = mapped_column(String(16), server_default=sql_text("'pending'"))
+    trigger_embedding_vec: Mapped[Any | None] = mapped_column(Vector())
+    source_event_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("memory_events.id", ondelete="SET NULL"))
+    confidence: Mapped[float | None] = mapped_column(Float)
+    source_context: Mapped[str | None] = mapped_column(String(32))
+    outcome_note: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = _created_at()
+    triggered_at: Mapped[datetime | None] = mapped_column()
+    fulfilled_at: Mapped[datetime | None] = mapped_column()
+
+
+class SessionObservation(Base):
+    """Intra-session observation that persists across turns."""
+
+    __tablename__ = "session_observations"
+    __table_args__ = (Index("ix_session_observations_agent_session", "agent_id", "session_id"),)
+
+    id: Mapped[uuid.UUID] = _pk()
+    agent_id: Mapped[str] = mapped_column(Text)
+    session_id: Mapped[str] = mapped_column(String(256), server_default=sql_text("'default'"))
+    content: Mapped[str] = mapped_column(Text)
+    topic: Mapped[str | None] = mapped_column(String(64))
+    entities_mentioned: Mapped[list[Any]] = mapped_column(server_default=sql_text("'[]'::jsonb"))
+    created_at: Mapped[datetime] = _created_at()
+    referenced_at: Mapped[datetime | None] = mapped_column()
+    relative_offset: Mapped[str | None] = mapped_column(String(64))
+    source_message_ids: Mapped[list[Any]] = mapped_column(server_default=sql_text("'[]'::jsonb"))
+    is_active: Mapped[bool] = mapped_column(Boolean, server_default=sql_text("true"))
+    merged_into_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("session_observations.id", ondelete="SET NULL"))
+    emotion_label: Mapped[str | None] = mapped_column(String(32))
+    embedding_vec: Mapped[Any | None] = mapped_column(Vector())
+
+
+EMBEDDING_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("memory_events", "embedding_vec"),
+    ("memory_facts", "embedding_vec"),
+    ("memory_entities", "embedding_vec"),
+    ("memory_clusters", "embedding_vec"),
+    ("memory_meta_observations", "embedding_vec"),
+    ("memory_intentions", "trigger_embedding_vec"),
+    ("session_observations", "embedding_vec"),
+)

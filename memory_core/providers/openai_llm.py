@@ -1,0 +1,111 @@
+"""Chat completions through the ``openai`` SDK, for OpenAI and any compatible server.
+
+A ``base_url`` points it at Ollama, vLLM, LM Studio or a proxy. The SDK is imported
+when the first provider is built, not when this module is: the import costs most
+of a second, and offline processes never need it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, cast
+
+from memory_core.providers.errors import ProviderError, ProviderRequestError, ProviderResponseError, translate_sdk_error
+from memory_core.providers.protocols import LLMResult, TokenUsage
+
+if TYPE_CHECKING:
+    import openai
+    from openai.types.chat import ChatCompletionMessageParam
+    from openai.types.chat.completion_create_params import ResponseFormat
+
+__all__ = ["OpenAIChatProvider", "make_openai_client", "translate_openai_error"]
+
+# Local OpenAI-compatible servers ignore the key, but the SDK refuses to start without one.
+_PLACEHOLDER_KEY = "not-needed"
+
+
+def make_openai_client(api_key: str | None, base_url: str | None, timeout_s: float) -> openai.OpenAI:
+    """An ``openai.OpenAI`` client with the SDK's retries off and a whole-request timeout.
+
+    Raises :class:`ProviderRequestError` when there is neither a key nor a ``base_url``
+    (only a self-hosted server can do without a key).
+    """
+    import openai  # deferred: see the module docstring
+
+    if not api_key:
+        if not base_url:
+            raise ProviderRequestError(
+                "openai needs an API key: set ARANDU_LLM_API_KEY or OPENAI_API_KEY "
+                "(or ARANDU_LLM_BASE_URL for a self-hosted OpenAI-compatible server)",
+                provider="openai",
+            )
+        api_key = _PLACEHOLDER_KEY
+    # Celery owns retries (with the provider's Retry-After); SDK retries would
+    # multiply attempts and hide rate limits from the task.
+    return openai.OpenAI(api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=0)
+
+
+def translate_openai_error(error: Exception) -> ProviderError:
+    """Map an ``openai`` SDK exception to :class:`RetryableProviderError` or :class:`ProviderRequestError`."""
+    import openai  # deferred: already loaded by the client that raised
+
+    return translate_sdk_error(
+        error,
+        provider="openai",
+        connection_errors=(openai.APIConnectionError,),
+        status_errors=(openai.APIStatusError,),
+    )
+
+
+class OpenAIChatProvider:
+    """:class:`~memory_core.providers.protocols.LLMProvider` over ``POST /chat/completions``.
+
+    ``max_tokens`` is sent as ``max_completion_tokens`` to api.openai.com (newer
+    models reject the old name) and as ``max_tokens`` to a custom ``base_url``
+    (what compatible servers understand).
+    """
+
+    def __init__(self, api_key: str | None, model: str, base_url: str | None = None, timeout_s: float = 30) -> None:
+        import openai  # deferred: see the module docstring
+
+        self.model = model
+        self.base_url = base_url
+        self.timeout_s = timeout_s
+        self._client = make_openai_client(api_key, base_url, timeout_s)
+        self._sdk_error: type[Exception] = openai.OpenAIError
+
+    def complete(
+        self,
+        messages: list[dict[str, str]],
+        temperature: float = 0,
+        response_format: dict[str, Any] | None = None,
+        max_tokens: int | None = None,
+    ) -> LLMResult:
+        """Send ``messages`` and return the first choice's text with its token usage."""
+        options: dict[str, Any] = {}
+        if response_format is not None:
+            options["response_format"] = cast("ResponseFormat", response_format)
+        if max_tokens is not None:
+            options["max_tokens" if self.base_url else "max_completion_tokens"] = max_tokens
+        try:
+            completion = self._client.chat.completions.create(
+                model=self.model,
+                messages=cast("list[ChatCompletionMessageParam]", messages),
+                temperature=temperature,
+                **options,
+            )
+        except self._sdk_error as error:
+            raise translate_openai_error(error) from error
+        if not completion.choices:
+            raise ProviderResponseError(f"openai returned no choices for model {self.model}", provider="openai")
+        usage = TokenUsage()
+        if completion.usage is not None:
+            usage = TokenUsage(
+                input_tokens=completion.usage.prompt_tokens or 0,
+                output_tokens=completion.usage.completion_tokens or 0,
+                total_tokens=completion.usage.total_tokens or 0,
+            )
+        return LLMResult(
+            text=completion.choices[0].message.content or "",
+            usage=usage,
+            model=completion.model or self.model,
+        )

@@ -1,0 +1,57 @@
+"""The Celery application: broker, queues, routing and the reliability settings the pipeline rests on."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import Celery
+from kombu import Exchange, Queue
+
+from beat_schedule import BEAT_SCHEDULE
+from memory_core.settings import Settings, get_settings
+
+QUEUES: tuple[str, ...] = ("ingest", "apply", "maintenance")
+
+
+def broker_transport_options(settings: Settings) -> dict[str, Any]:
+    """Options every client of the broker must share (API, workers, Beat, Flower)."""
+    return {
+        # Redis redelivers an unacknowledged task after this long: it must exceed the longest
+        # task plus its longest retry countdown, or running tasks get executed twice.
+        "visibility_timeout": settings.broker_visibility_timeout_s,
+    }
+
+
+def create_celery_app(settings: Settings) -> Celery:
+    """Build the Celery app for ``settings`` (tests build their own against a test broker)."""
+    app = Celery("arandu", set_as_current=False)
+    app.conf.update(
+        broker_url=settings.broker_url,
+        broker_transport_options=broker_transport_options(settings),
+        broker_connection_retry_on_startup=True,
+        # State lives in PostgreSQL (pipeline_runs, maintenance_job_runs), not in a result backend.
+        result_backend=None,
+        task_ignore_result=True,
+        task_serializer="json",
+        accept_content=["json"],
+        # At-least-once delivery: a task is acknowledged only after it ran, and a task whose
+        # worker died is requeued. Stages are idempotent, so a redelivery applies nothing twice.
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_queues=tuple(Queue(name, Exchange(name, type="direct"), routing_key=name) for name in QUEUES),
+        task_default_queue="maintenance",
+        task_routes={f"{name}.*": {"queue": name, "routing_key": name} for name in QUEUES},
+        task_create_missing_queues=False,
+        # Flower shows tasks from these events.
+        worker_send_task_events=True,
+        task_send_sent_event=True,
+        worker_hijack_root_logger=False,
+        beat_schedule=BEAT_SCHEDULE,
+        timezone="UTC",
+        enable_utc=True,
+    )
+    return app
+
+
+app = create_celery_app(get_settings())
