@@ -142,15 +142,18 @@ def argv(value: str | list[str]) -> list[str]:
 
 
 def healthcheck_text(name: str) -> str:
+    """The healthcheck as the container runs it: after Compose interpolation from an empty environment
+    (so an unescaped ``$HOSTNAME`` becomes the empty string, as the host's variable would not fit)."""
     test = service(name)["healthcheck"]["test"]
-    return " ".join(argv(test))
+    tokens = shlex.split(test) if isinstance(test, str) else [str(token) for token in test]
+    return " ".join(interpolate(token, {}) for token in tokens)
 
 
 def environment_of(config: dict[str, Any]) -> dict[str, str | None]:
     environment = config.get("environment") or {}
     if isinstance(environment, list):
         pairs = (item.split("=", 1) if "=" in item else (item, None) for item in environment)
-        return {key: value for key, value in pairs}
+        return dict(pairs)
     return {key: None if value is None else str(value) for key, value in environment.items()}
 
 
@@ -174,7 +177,8 @@ def container_env(user_env: Mapping[str, str]) -> dict[str, str]:
 
 def python_module(command: str | list[str]) -> str:
     tokens = argv(command)
-    assert tokens[:2] == ["python", "-m"] and len(tokens) > 2, f"expected `python -m MODULE ...`, got {tokens}"
+    assert tokens[:2] == ["python", "-m"], f"expected `python -m MODULE ...`, got {tokens}"
+    assert len(tokens) > 2, f"expected `python -m MODULE ...`, got {tokens}"
     return tokens[2]
 
 
@@ -263,7 +267,8 @@ def test_every_long_running_service_has_a_healthcheck_and_restarts() -> None:
         assert healthcheck, f"{name} has no healthcheck"
         assert not healthcheck.get("disable"), f"{name} disables its healthcheck"
         test = argv(healthcheck["test"])
-        assert test and test[0] in ("CMD", "CMD-SHELL") and len(test) > 1, f"{name}: bad healthcheck {test}"
+        assert test[:1] in (["CMD"], ["CMD-SHELL"]), f"{name}: bad healthcheck {test}"
+        assert len(test) > 1, f"{name}: empty healthcheck {test}"
         assert config.get("restart") == "unless-stopped", f"{name} should restart unless stopped"
 
 
@@ -323,41 +328,51 @@ def test_healthchecks_refer_to_real_modules() -> None:
             assert is_findable_module(module), f"{name}: healthcheck imports {module}, which is not importable"
 
 
-@pytest.mark.parametrize(
-    ("name", "field", "path"), [("api", "api_port", "/readyz"), ("flower", "flower_port", "/healthcheck")]
-)
-def test_published_port_matches_the_setting_and_healthcheck(name: str, field: str, path: str) -> None:
-    port = Settings.model_fields[field].default
-    container_ports = [str(mapping).rsplit(":", 1)[-1] for mapping in service(name)["ports"]]
-    assert str(port) in container_ports
-    assert f"http://127.0.0.1:{port}{path}" in healthcheck_text(name)
+def dummy_user_env() -> dict[str, str]:
+    """The user's shell/.env: a dummy value for every required variable, nothing else."""
+    return {name: f"dummy-{name.lower()}" for name in required_variables()}
 
 
-def test_compose_environment_loads_as_production_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    required = required_variables()
-    assert set(PRODUCTION_SECRETS) <= required, "compose must refuse to start without the production secrets"
-    user_env = {name: f"dummy-{name.lower()}" for name in required}
-    env = container_env(user_env)
-    empty = sorted(key for key, value in env.items() if value == "")
-    assert not empty, f"set to an empty string when the user leaves them unset: {empty}"
-
+def load_compose_settings(monkeypatch: pytest.MonkeyPatch) -> Settings:
+    """The settings an app container would load from the compose environment."""
     for key in list(os.environ):
         if key.startswith(ENV_PREFIX) or key == "OPENAI_API_KEY":
             monkeypatch.delenv(key)
-    for key, value in env.items():
+    for key, value in container_env(dummy_user_env()).items():
         monkeypatch.setenv(key, value)
-    settings = load_settings()
+    return load_settings()
+
+
+def test_compose_environment_loads_as_production_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert set(PRODUCTION_SECRETS) <= required_variables(), "compose must refuse to start without production secrets"
+    env = container_env(dummy_user_env())
+    empty = sorted(key for key, value in env.items() if value == "")
+    assert not empty, f"set to an empty string when the user leaves them unset: {empty}"
+
+    settings = load_compose_settings(monkeypatch)
 
     assert settings.env is Environment.PRODUCTION
-    assert settings.api_host == "0.0.0.0"
     assert settings.api_keys == ("dummy-arandu_api_keys",)
     assert settings.flower_password is not None
     assert "@postgres:5432/" in settings.database_url
     assert settings.broker_url == "redis://redis:6379/0"
 
 
+@pytest.mark.parametrize(("name", "setting", "path"), [("api", "api", "/readyz"), ("flower", "flower", "/healthcheck")])
+def test_published_port_is_reachable_and_probed(
+    monkeypatch: pytest.MonkeyPatch, name: str, setting: str, path: str
+) -> None:
+    settings = load_compose_settings(monkeypatch)
+    host, port = getattr(settings, f"{setting}_host"), getattr(settings, f"{setting}_port")
+    # Bound to loopback inside the container, a published port answers nothing.
+    assert host == "0.0.0.0", f"ARANDU_{setting.upper()}_HOST must be 0.0.0.0 in the container"
+    container_ports = [str(mapping).rsplit(":", 1)[-1] for mapping in service(name)["ports"]]
+    assert str(port) in container_ports
+    assert f"http://127.0.0.1:{port}{path}" in healthcheck_text(name)
+
+
 def test_compose_refuses_to_start_without_the_secrets() -> None:
-    user_env = {name: "x" for name in required_variables()}
+    user_env = dict.fromkeys(required_variables(), "x")
     for secret in PRODUCTION_SECRETS:
         with pytest.raises(MissingVariableError, match=secret):
             container_env({key: value for key, value in user_env.items() if key != secret})
@@ -399,7 +414,7 @@ def test_dockerfile_copies_what_the_entry_points_need() -> None:
 
     installed = project_top_level_names()
     entry_modules = {python_module(service(name)["command"]).split(".")[0] for name in APP_SERVICES}
-    entry_modules.add(CELERY_APP_MODULE.split(".")[0])
+    entry_modules.add(CELERY_APP_MODULE.partition(".")[0])
     assert entry_modules <= installed, f"entry points outside the installed packages: {entry_modules - installed}"
     needed = installed | {"pyproject.toml", "README.md"}
     assert {"memory_core", "workers", "api", "beat_schedule.py"} <= needed

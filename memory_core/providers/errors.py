@@ -139,7 +139,8 @@ def translate_sdk_error(
     if isinstance(error, status_errors):
         status = getattr(error, "status_code", None)
         status_code = status if isinstance(status, int) else 0
-        message = getattr(error, "message", None) or str(error)
+        # Anthropic keeps the body's human-readable text apart from the SDK's summary.
+        message = getattr(error, "api_message", None) or getattr(error, "message", None) or str(error)
         text = f"{provider} returned HTTP {status_code}: {message}"
         if is_retryable_status(status_code):
             headers = getattr(getattr(error, "response", None), "headers", None)

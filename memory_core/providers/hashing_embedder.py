@@ -9,12 +9,13 @@ Features, each hashed with BLAKE2b (stable across processes and machines, unlike
 Python's salted ``hash()``) into one signed bucket:
 
 * word unigrams, lower-cased and accent-folded, minus English and Portuguese stop
-  words (weight 1, sublinear in repetitions);
+  words and contraction fragments (weight 1, sublinear in repetitions);
 * pairs of consecutive remaining words (weight 0.7), which reward shared phrases
   like "rio janeiro" or "last year";
 * character 3- and 4-grams of every remaining word with ``<``/``>`` boundary
-  markers, scaled so each word's pieces together weigh 0.6, which links
-  inflections ("mudei"/"mudou", "relocate"/"relocated") and survives typos.
+  markers, scaled so each word's pieces together weigh as much as the word
+  itself, which links inflections ("mudei"/"mudou", "allergic"/"allergy") and
+  survives typos.
 
 The vector is L2-normalised, so the dot product is the cosine similarity. Any change
 to the features changes every vector: bump :data:`HASHING_MODEL_NAME` with it so
@@ -39,7 +40,7 @@ HASHING_MODEL_NAME = "hashing-v1"
 
 _UNIGRAM_WEIGHT = 1.0
 _BIGRAM_WEIGHT = 0.7
-_CHAR_BLOCK_WEIGHT = 0.6
+_CHAR_BLOCK_WEIGHT = 1.0
 _CHAR_NGRAM_SIZES = (3, 4)
 
 # Already accent-folded and lower-cased, because they are compared after folding.
@@ -49,6 +50,7 @@ up down out off is are was were be been being am do does did done have has had h
 shall should can could may might must i me my mine myself we us our ours you your yours he him his
 she her hers it its they them their theirs this that these those there here what which who whom
 whose how when where why all any some each both such just also too very not no nor only own same
+s t m d ll re ve
 """
 _PORTUGUESE_STOP_WORDS = """
 o os a as um uma uns umas de do da dos das em no na nos nas num numa por pelo pela pelos pelas para

@@ -16,6 +16,9 @@ ensure_venv() {
   local stamp_file=".venv/.arandu-installed${extras:+-$extras}"
   local stamp
   stamp="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+  if [ -z "$extras" ] && grep -qsx "$stamp" .venv/.arandu-installed*; then
+    return 0  # any install of this pyproject (with or without extras) includes the base package
+  fi
   if [ ! -f "$stamp_file" ] || [ "$(cat "$stamp_file")" != "$stamp" ]; then
     local target="."
     [ -n "$extras" ] && target=".[$extras]"

@@ -1,0 +1,148 @@
+"""Migrations on a fresh database: every table and index, up and down, and the start-up checks."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import create_engine, inspect, text
+from sqlalchemy.exc import IntegrityError
+
+from memory_core.db.migrate import (
+    DatabaseSchemaError,
+    check_schema,
+    current_revision,
+    downgrade,
+    head_revision,
+    upgrade,
+)
+from memory_core.settings import load_settings
+from tests.support.services import TestServices
+
+SERVICE_TABLES = {
+    "memory_events",
+    "memory_facts",
+    "memory_fact_entity_links",
+    "memory_entities",
+    "memory_entity_aliases",
+    "memory_entity_relationships",
+    "memory_clusters",
+    "memory_meta_observations",
+    "memory_attribute_registry",
+    "memory_intentions",
+    "session_observations",
+    "pipeline_runs",
+    "imports",
+    "maintenance_job_runs",
+    "schema_info",
+}
+
+
+def test_upgrade_creates_schema_then_downgrade_removes_it_and_upgrade_again_works(services: TestServices) -> None:
+    url = services.new_database()
+    settings = load_settings(database_url=url, embedding_dimensions=256)
+    engine = create_engine(url)
+    try:
+        upgrade(settings)
+        inspector = inspect(engine)
+        assert set(inspector.get_table_names()) >= SERVICE_TABLES
+        assert current_revision(engine) == head_revision()
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT embedding_dimensions FROM schema_info")).scalar() == 256
+            vector_types = conn.execute(
+                text(
+                    "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+                    "WHERE attrelid = 'memory_facts'::regclass AND attname = 'embedding_vec'"
+                )
+            ).scalar()
+            assert vector_types == "vector(256)"
+            hnsw = conn.execute(
+                text("SELECT tablename FROM pg_indexes WHERE indexdef ILIKE '%USING hnsw%vector_cosine_ops%'")
+            ).scalars()
+            assert {"memory_facts", "memory_events"} <= set(hnsw)
+
+        downgrade(settings)
+        remaining = set(inspect(engine).get_table_names())
+        assert not (remaining & SERVICE_TABLES)
+
+        upgrade(settings)
+        assert set(inspect(engine).get_table_names()) >= SERVICE_TABLES
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize(
+    ("table", "columns"),
+    [
+        ("memory_entities", ("agent_id", "canonical_key")),
+        ("memory_entity_aliases", ("agent_id", "alias")),
+        ("memory_fact_entity_links", ("fact_id", "entity_key")),
+        ("memory_entity_relationships", ("agent_id", "source_entity_key", "target_entity_key", "rel_type")),
+        ("memory_events", ("agent_id", "message_id")),
+    ],
+)
+def test_seeds_unique_constraints_exist(migrated_database_url: str, table: str, columns: tuple[str, ...]) -> None:
+    engine = create_engine(migrated_database_url)
+    try:
+        uniques = inspect(engine).get_unique_constraints(table)
+        assert tuple(columns) in {tuple(item["column_names"]) for item in uniques}
+    finally:
+        engine.dispose()
+
+
+def test_same_message_id_twice_for_one_agent_is_rejected_but_allowed_for_another(migrated_database_url: str) -> None:
+    engine = create_engine(migrated_database_url)
+    insert = text(
+        "INSERT INTO memory_events (agent_id, text, speaker, message_id) VALUES (:agent, 'hello there', 'Ana', 'm-1')"
+    )
+    try:
+        with engine.begin() as conn:
+            conn.execute(insert, {"agent": "agent-unique-a"})
+            conn.execute(insert, {"agent": "agent-unique-b"})
+        with pytest.raises(IntegrityError), engine.begin() as conn:
+            conn.execute(insert, {"agent": "agent-unique-a"})
+    finally:
+        engine.dispose()
+
+
+def test_every_agent_scoped_table_has_an_index_led_by_agent_id(migrated_database_url: str) -> None:
+    engine = create_engine(migrated_database_url)
+    try:
+        inspector = inspect(engine)
+        for table in SERVICE_TABLES - {"schema_info", "memory_fact_entity_links"}:
+            if "agent_id" not in {column["name"] for column in inspector.get_columns(table)}:
+                continue
+            leading = [index["column_names"][0] for index in inspector.get_indexes(table)]
+            leading += [unique["column_names"][0] for unique in inspector.get_unique_constraints(table)]
+            assert "agent_id" in leading, f"{table} has no index starting with agent_id"
+    finally:
+        engine.dispose()
+
+
+def test_dimension_mismatch_names_both_numbers(migrated_database_url: str) -> None:
+    settings = load_settings(database_url=migrated_database_url, embedding_dimensions=1536)
+    engine = create_engine(settings.sqlalchemy_url)
+    try:
+        with pytest.raises(DatabaseSchemaError) as caught:
+            check_schema(engine, settings)
+    finally:
+        engine.dispose()
+    assert "384" in str(caught.value)
+    assert "1536" in str(caught.value)
+    assert "ARANDU_EMBEDDING_DIMENSIONS" in str(caught.value)
+
+
+def test_unmigrated_database_is_reported_with_the_command_to_fix_it(services: TestServices) -> None:
+    url = services.new_database()
+    settings = load_settings(database_url=url)
+    engine = create_engine(url)
+    try:
+        with pytest.raises(DatabaseSchemaError, match=r"memory_core\.db\.migrate upgrade"):
+            check_schema(engine, settings)
+    finally:
+        engine.dispose()
+
+
+def test_upgrading_into_a_database_built_for_another_dimension_fails(services: TestServices) -> None:
+    url = services.new_database()
+    upgrade(load_settings(database_url=url, embedding_dimensions=384))
+    with pytest.raises(DatabaseSchemaError, match=r"384.*1536"):
+        upgrade(load_settings(database_url=url, embedding_dimensions=1536))

@@ -1,0 +1,50 @@
+"""The embedded servers: idempotent start, Redis that never evicts, pgvector ready, clean stop."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import psycopg
+import redis
+
+from ops.embedded import EmbeddedStack
+from ops.rss import stack_processes
+
+
+def test_start_is_idempotent_and_stop_leaves_nothing_running(tmp_path: Path) -> None:
+    first = EmbeddedStack(tmp_path)
+    first.start()
+    try:
+        second = EmbeddedStack(tmp_path)
+        second.start()
+        assert not second.postgres.owned
+        assert not second.redis.owned
+        assert second.postgres.admin_uri == first.postgres.admin_uri
+        second.stop()  # not the owner: must leave the servers up
+        assert first.redis.ping()
+
+        url = first.postgres.ensure_database("arandu_embedded_check")
+        with psycopg.connect(url.replace("postgresql+psycopg://", "postgresql://")) as conn:
+            version = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
+            server = conn.execute("SHOW server_version_num").fetchone()
+        assert version is not None
+        assert server is not None
+        assert int(server[0]) >= 160000
+
+        client = redis.Redis(unix_socket_path=str(first.redis.socket_path))
+        assert client.config_get("maxmemory-policy")["maxmemory-policy"] == "noeviction"
+    finally:
+        first.stop()
+    assert not stack_processes([], [tmp_path / "pg", tmp_path / "redis"])
+    assert not first.redis.ping()
+
+
+def test_deep_home_gets_a_short_redis_socket(tmp_path: Path) -> None:
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    stack = EmbeddedStack(deep)
+    assert len(str(stack.redis.socket_path)) <= 100
+    stack.redis.start()
+    try:
+        assert stack.redis.ping()
+    finally:
+        stack.redis.stop()
