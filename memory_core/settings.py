@@ -81,6 +81,8 @@ class Settings(BaseSettings):
         extra="ignore",
         frozen=True,
         validate_default=True,
+        # An empty variable (compose's `${VAR:-}`) means "not set", not "set to empty".
+        env_ignore_empty=True,
     )
 
     env: Environment = Environment.DEV

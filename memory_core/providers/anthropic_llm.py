@@ -111,6 +111,10 @@ class AnthropicChatProvider:
         text = "".join(block.text for block in reply.content if block.type == "text")
         if wants_json:
             text = strip_code_fences(text)
-        cached = (reply.usage.cache_creation_input_tokens or 0) + (reply.usage.cache_read_input_tokens or 0)
+        # Prompt-cache reads and writes are input tokens too; older SDKs lack the fields.
+        cached = sum(
+            getattr(reply.usage, field, None) or 0
+            for field in ("cache_creation_input_tokens", "cache_read_input_tokens")
+        )
         usage = TokenUsage(input_tokens=reply.usage.input_tokens + cached, output_tokens=reply.usage.output_tokens)
         return LLMResult(text=text, usage=usage, model=str(reply.model or self.model))

@@ -7,7 +7,6 @@ when a provider is constructed.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from memory_core.providers.anthropic_llm import AnthropicChatProvider
 from memory_core.providers.errors import ProviderRequestError
@@ -84,7 +83,8 @@ def build_embedding_provider(settings: Settings) -> EmbeddingProvider:
     if embedder is EmbeddingProviderName.HASHING:
         built: EmbeddingProvider = HashingEmbedder(dimensions=settings.dimensions)
     else:
-        model_path = model if model != LOCAL_MODEL_NAME and Path(model).is_dir() else None
+        # Any other ARANDU_EMBEDDING_MODEL is a local model folder: nothing is downloaded.
+        model_path = None if model == LOCAL_MODEL_NAME else model
         # Fail before loading the model when the packaged one cannot fit the column.
         if model_path is None and settings.dimensions != LOCAL_MODEL_DIMENSIONS:
             raise _dimension_mismatch(embedder, LOCAL_MODEL_DIMENSIONS, settings.dimensions)

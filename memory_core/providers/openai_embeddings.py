@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from memory_core.providers.errors import ProviderRequestError, ProviderResponseError
 from memory_core.providers.openai_llm import make_openai_client, translate_openai_error
@@ -22,6 +22,11 @@ class OpenAIEmbeddingProvider:
     ``text-embedding-3*`` models (which can shorten their vectors) and checked on
     every returned vector for all models, so a misconfigured dimension fails loudly
     instead of reaching the vector column.
+
+    ``encoding_format`` defaults to base64 for api.openai.com (the SDK decodes it in
+    one step, while it validates a JSON list of floats number by number, several
+    milliseconds per 1536-dimensional vector) and to "float" for a custom
+    ``base_url``, because not every compatible server implements base64.
     """
 
     def __init__(
@@ -33,6 +38,7 @@ class OpenAIEmbeddingProvider:
         timeout_s: float = 30,
         *,
         batch_size: int = DEFAULT_BATCH_SIZE,
+        encoding_format: Literal["float", "base64"] | None = None,
     ) -> None:
         import openai  # deferred like in openai_llm
 
@@ -43,6 +49,7 @@ class OpenAIEmbeddingProvider:
         self.model = model
         self.base_url = base_url
         self.batch_size = batch_size
+        self.encoding_format = encoding_format or ("float" if base_url else "base64")
         self._dimensions = dimensions
         self._client = make_openai_client(api_key, base_url, timeout_s)
         self._sdk_error: type[Exception] = openai.OpenAIError
@@ -73,12 +80,12 @@ class OpenAIEmbeddingProvider:
         options: dict[str, Any] = {}
         if self.model.startswith("text-embedding-3"):
             options["dimensions"] = self._dimensions
+        if self.encoding_format == "float":
+            options["encoding_format"] = "float"
+        # Leaving base64 to the SDK's default lets it decode the vectors itself,
+        # and accept servers that answer floats anyway.
         try:
-            # "float" rather than the SDK's base64 default: compatible servers
-            # (Ollama, older vLLM) do not all implement base64.
-            response: CreateEmbeddingResponse = self._client.embeddings.create(
-                model=self.model, input=batch, encoding_format="float", **options
-            )
+            response: CreateEmbeddingResponse = self._client.embeddings.create(model=self.model, input=batch, **options)
         except self._sdk_error as error:
             raise translate_openai_error(error) from error
         items = sorted(response.data, key=lambda item: item.index)

@@ -269,9 +269,7 @@ class ScriptedJSONServer:
 
     # -- request handling ----------------------------------------------------
 
-    def respond(
-        self, method: str, path: str, headers: dict[str, str], body: Any
-    ) -> tuple[int, dict[str, str], Any]:
+    def respond(self, method: str, path: str, headers: dict[str, str], body: Any) -> tuple[int, dict[str, str], Any]:
         """Status, extra headers and JSON body for one request (called from handler threads)."""
         endpoint = self.route(method, path.split("?", 1)[0])
         with self._lock:
@@ -408,7 +406,9 @@ class OpenAIStub(ScriptedJSONServer):
 
     def error_body(self, status: int, message: str) -> Any:
         """OpenAI's ``{"error": {...}}`` shape."""
-        kind, code = _OPENAI_ERROR_TYPES.get(status, ("server_error" if status >= 500 else "invalid_request_error", None))
+        kind, code = _OPENAI_ERROR_TYPES.get(
+            status, ("server_error" if status >= 500 else "invalid_request_error", None)
+        )
         return {"error": {"message": message, "type": kind, "param": None, "code": code}}
 
     def _chat_body(self, model: str, body: dict[str, Any], reply: StubReply) -> dict[str, Any]:

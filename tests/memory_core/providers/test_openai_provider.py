@@ -37,7 +37,9 @@ def chat(stub: OpenAIStub, *, timeout_s: float = 5.0, api_key: str = API_KEY) ->
     return OpenAIChatProvider(api_key=api_key, model="gpt-stub", base_url=stub.base_url, timeout_s=timeout_s)
 
 
-def embedder(stub: OpenAIStub, *, model: str = "text-embedding-3-small", dimensions: int = 1536) -> OpenAIEmbeddingProvider:
+def embedder(
+    stub: OpenAIStub, *, model: str = "text-embedding-3-small", dimensions: int = 1536
+) -> OpenAIEmbeddingProvider:
     return OpenAIEmbeddingProvider(api_key=API_KEY, model=model, dimensions=dimensions, base_url=stub.base_url)
 
 
@@ -206,6 +208,23 @@ def test_embeddings_are_batched_and_returned_in_order(stub: OpenAIStub) -> None:
     assert first["dimensions"] == 64
     assert first["encoding_format"] == "float"
     assert first["model"] == "text-embedding-3-small"
+
+
+def test_base64_vectors_are_decoded(stub: OpenAIStub) -> None:
+    provider = OpenAIEmbeddingProvider(
+        api_key=API_KEY,
+        model="text-embedding-3-small",
+        dimensions=256,
+        base_url=stub.base_url,
+        encoding_format="base64",
+    )
+
+    vectors = provider.embed(["I live in Lisbon", "I work in Porto"])
+
+    assert stub.embedding_requests[0].body["encoding_format"] == "base64"
+    # float32 on the wire.
+    assert vectors[0] == pytest.approx(stub_vector("I live in Lisbon", 256), abs=1e-6)
+    assert vectors[1] == pytest.approx(stub_vector("I work in Porto", 256), abs=1e-6)
 
 
 def test_dimensions_are_only_requested_from_models_that_accept_them(stub: OpenAIStub) -> None:

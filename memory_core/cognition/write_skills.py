@@ -1,0 +1,29 @@
+"""The bundle of skills the write pipeline calls, built for the configured LLM or offline."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from memory_core.cognition.models import (
+    DisambiguationInput,
+    DisambiguationOutput,
+    EmotionInput,
+    EmotionOutput,
+    ExtractionInput,
+    ExtractionOutput,
+    ReconcileInput,
+    ReconcileOutput,
+)
+from memory_core.cognition.skill import Skill
+
+
+@dataclass(frozen=True)
+class WriteSkills:
+    """Every skill of the write path; ``kind`` says which implementation ("llm" or "offline")."""
+
+    kind: str
+    extract_informed: Skill[ExtractionInput, ExtractionOutput]
+    extract_blind: Skill[ExtractionInput, ExtractionOutput]
+    disambiguate: Skill[DisambiguationInput, DisambiguationOutput]
+    reconcile: Skill[ReconcileInput, ReconcileOutput]
+    tag_emotion: Skill[EmotionInput, EmotionOutput]

@@ -1,0 +1,1 @@
+"""The write pipeline: extraction, entity resolution, reconciliation and upsert, as idempotent stages."""
