@@ -8,4 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-BEAT_SCHEDULE: dict[str, dict[str, Any]] = {}
+BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
+    # Re-enqueues write-pipeline runs that stopped moving (lost enqueue, worker killed mid-task).
+    "pipeline-sweeper": {
+        "task": "apply.sweep_stuck_runs",
+        "schedule": 30.0,
+        "options": {"queue": "apply", "expires": 25},
+    },
+}

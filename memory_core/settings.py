@@ -94,6 +94,8 @@ class Settings(BaseSettings):
     # the same in every client (API, workers, Beat, Flower), or Redis redelivers
     # tasks that are still running.
     broker_visibility_timeout_s: int = Field(default=3600, ge=60, le=7 * 24 * 3600)
+    # Prefix of every Redis key the service uses, so several deployments (or test runs) can share one Redis.
+    broker_key_prefix: str = Field(default="", max_length=64, pattern=r"^[A-Za-z0-9_.:-]*$")
 
     api_host: str = "127.0.0.1"
     api_port: int = Field(default=8000, ge=1, le=65535)
@@ -109,6 +111,11 @@ class Settings(BaseSettings):
     apply_concurrency: int = Field(default=4, ge=1, le=128)
     maintenance_concurrency: int = Field(default=1, ge=1, le=64)
     database_pool_size: int = Field(default=10, ge=1, le=200)
+
+    pipeline_max_attempts: int = Field(default=6, ge=1, le=100)
+    pipeline_retry_base_s: float = Field(default=2.0, gt=0, le=600)
+    pipeline_retry_max_s: float = Field(default=300.0, gt=0, le=3600)
+    pipeline_stale_after_s: float = Field(default=600.0, ge=1, le=7 * 24 * 3600)
 
     llm_provider: LLMProviderName | None = None
     llm_model: str | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from celery import Celery
@@ -15,16 +16,23 @@ QUEUES: tuple[str, ...] = ("ingest", "apply", "maintenance")
 
 def broker_transport_options(settings: Settings) -> dict[str, Any]:
     """Options every client of the broker must share (API, workers, Beat, Flower)."""
-    return {
+    options: dict[str, Any] = {
         # Redis redelivers an unacknowledged task after this long: it must exceed the longest
         # task plus its longest retry countdown, or running tasks get executed twice.
         "visibility_timeout": settings.broker_visibility_timeout_s,
     }
+    if settings.broker_key_prefix and settings.broker_url.startswith(("redis", "rediss")):
+        options["global_keyprefix"] = settings.broker_key_prefix
+    return options
 
 
-def create_celery_app(settings: Settings) -> Celery:
-    """Build the Celery app for ``settings`` (tests build their own against a test broker)."""
+def create_celery_app(settings: Settings, *, context_factory: Callable[[Settings], Any] | None = None) -> Celery:
+    """Build the Celery app for ``settings`` (tests build their own, possibly with scripted skills)."""
+    from workers.tasks.pipeline import register_pipeline_tasks
+
     app = Celery("arandu", set_as_current=False)
+    app.arandu_settings = settings  # type: ignore[attr-defined]
+    app.arandu_context_factory = context_factory  # type: ignore[attr-defined]
     app.conf.update(
         broker_url=settings.broker_url,
         broker_transport_options=broker_transport_options(settings),
@@ -51,6 +59,7 @@ def create_celery_app(settings: Settings) -> Celery:
         timezone="UTC",
         enable_utc=True,
     )
+    register_pipeline_tasks(app)
     return app
 
 

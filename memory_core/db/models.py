@@ -80,6 +80,7 @@ class Import(Base):
     id: Mapped[uuid.UUID] = _pk()
     agent_id: Mapped[str] = mapped_column(Text)
     total: Mapped[int] = mapped_column(Integer, server_default=sql_text("0"))
+    duplicates: Mapped[int] = mapped_column(Integer, server_default=sql_text("0"))
     source: Mapped[str] = mapped_column(String(32), server_default=sql_text("'api'"))
     created_at: Mapped[datetime] = _created_at()
 

@@ -57,9 +57,16 @@ class RetryableProviderError(ProviderError):
         provider: str | None = None,
         status_code: int | None = None,
         retry_after_s: float | None = None,
+        reason: str | None = None,
     ) -> None:
         super().__init__(message, provider=provider, status_code=status_code)
         self.retry_after_s = retry_after_s
+        self.reason = reason or _reason_for_status(status_code)
+
+    @property
+    def is_throttling(self) -> bool:
+        """Rate limited or unreachable: waiting is the cure, so the task retries instead of falling back."""
+        return self.reason in ("rate_limited", "connection")
 
 
 class ProviderRequestError(ProviderError):
@@ -68,6 +75,16 @@ class ProviderRequestError(ProviderError):
 
 class ProviderResponseError(ProviderError):
     """The provider answered, but not what was asked (wrong vector dimension, missing items)."""
+
+
+def _reason_for_status(status_code: int | None) -> str:
+    if status_code == 429:
+        return "rate_limited"
+    if status_code == 408:
+        return "timeout"
+    if status_code is not None and status_code >= 500:
+        return "server_error"
+    return "unavailable"
 
 
 # 408 is the server giving up on a slow request: a timeout, like the client-side one.
@@ -134,8 +151,11 @@ def translate_sdk_error(
     Anything else from the SDK (e.g. a missing key) is a request error.
     """
     if isinstance(error, connection_errors):
-        kind = "timed out" if "timeout" in type(error).__name__.lower() else "could not connect"
-        return RetryableProviderError(f"{provider} request {kind}: {error}", provider=provider)
+        timed_out = "timeout" in type(error).__name__.lower()
+        kind = "timed out" if timed_out else "could not connect"
+        return RetryableProviderError(
+            f"{provider} request {kind}: {error}", provider=provider, reason="timeout" if timed_out else "connection"
+        )
     if isinstance(error, status_errors):
         status = getattr(error, "status_code", None)
         status_code = status if isinstance(status, int) else 0

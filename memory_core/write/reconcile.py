@@ -1,0 +1,157 @@
+"""Stage ``reconcile``: ADD / UPDATE / NOOP / DELETE for every prepared fact (seeds W13).
+
+Always runs. Facts whose closest active fact of the same entity is below the similarity
+threshold, and that share no single-valued attribute slot with one, are ADDed without a
+skill call (the seeds' fast path). The rest go to the reconcile skill; a failed call means
+ADD (a near-duplicate beats a lost fact). Decisions are computed outside any lock from a
+snapshot; ``upsert`` re-checks them against what changed since.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from sqlalchemy.orm import Session
+
+from memory_core.cognition.models import ExistingFact, ReconcileInput, ReconcileOutput
+from memory_core.config import MemoryConfig
+from memory_core.write import repository
+from memory_core.write.attribute_keys import is_single_valued
+from memory_core.write.context import WriteContext
+from memory_core.write.naming import normalize_alias
+from memory_core.write.schemas import (
+    FactDecision,
+    PreparedFact,
+    ReconcileStageOutput,
+    ResolvedEntity,
+    TokenCount,
+    TraceStep,
+)
+from memory_core.write.skill_calls import SkillCache, call_skill
+
+CANDIDATES_PER_FACT = 10
+
+
+def entity_for(subject: str, entities: Sequence[ResolvedEntity], speaker_key: str) -> ResolvedEntity:
+    """The resolved entity of a fact's subject (the speaker's when the subject is unknown)."""
+    wanted = normalize_alias(subject)
+    for entity in entities:
+        if entity.mention == wanted or wanted in {normalize_alias(a) for a in entity.aliases}:
+            return entity
+    return next(
+        (entity for entity in entities if entity.canonical_key == speaker_key),
+        entities[0]
+        if entities
+        else ResolvedEntity(
+            mention=wanted,
+            canonical_key=speaker_key,
+            display_name=subject,
+            entity_type="person",
+            method="speaker",
+            is_new=False,
+        ),
+    )
+
+
+def reconcile_facts(
+    ctx: WriteContext,
+    session: Session,
+    *,
+    agent_id: str,
+    facts: Sequence[PreparedFact],
+    entities: Sequence[ResolvedEntity],
+    speaker_key: str,
+    occurred_at_iso: str,
+    config: MemoryConfig,
+    cache: SkillCache | None = None,
+) -> ReconcileStageOutput:
+    """One decision per fact, in the facts' order."""
+    from datetime import datetime
+
+    started = time.perf_counter()
+    occurred_at = datetime.fromisoformat(occurred_at_iso)
+    tokens = TokenCount()
+    decisions: list[FactDecision] = []
+    skill_calls = 0
+    for index, fact in enumerate(facts):
+        entity = entity_for(fact.subject, entities, speaker_key)
+        decision = FactDecision(
+            index=index,
+            entity_key=entity.canonical_key,
+            entity_name=entity.display_name,
+            entity_type=entity.entity_type,
+            text=fact.text,
+            attribute_key=fact.attribute_key,
+            importance=fact.importance,
+            confidence=fact.confidence,
+            source_context=fact.source_context,
+            embedding=fact.embedding,
+        )
+        candidates = repository.closest_active_facts(
+            session,
+            agent_id,
+            entity.canonical_key,
+            fact.embedding,
+            limit=CANDIDATES_PER_FACT,
+            attribute_key=fact.attribute_key,
+        )
+        decision.candidate_ids = [candidate.fact_id for candidate in candidates]
+        same_slot = is_single_valued(fact.attribute_key)
+        relevant = [
+            candidate
+            for candidate in candidates
+            if candidate.similarity >= config.reconciliation_similarity_threshold
+            or (same_slot and candidate.attribute_key == fact.attribute_key)
+        ]
+        if not relevant:
+            decision.reason = "fast path: nothing similar"
+            decisions.append(decision)
+            continue
+        skill_calls += 1
+        call = call_skill(
+            ctx.skills.reconcile,
+            ReconcileInput(
+                entity_key=entity.canonical_key,
+                entity_name=entity.display_name,
+                new_text=fact.text,
+                new_attribute_key=fact.attribute_key,
+                new_valid_from=occurred_at,
+                existing=[
+                    ExistingFact(
+                        fact_id=candidate.fact_id,
+                        text=candidate.text,
+                        attribute_key=candidate.attribute_key,
+                        valid_from=candidate.valid_from,
+                        similarity=round(candidate.similarity, 4),
+                    )
+                    for candidate in relevant
+                ],
+            ),
+            ReconcileOutput,
+            cache=cache,
+            cache_key=f"reconcile:{index}",
+            cacheable=ctx.skills.kind == "llm",
+        )
+        tokens = tokens.plus(call.tokens)
+        verdict = call.output
+        if verdict is None:
+            decision.reason = f"reconcile failed, ADD: {call.error}"
+        elif verdict.action != "ADD" and verdict.target_fact_id not in {c.fact_id for c in relevant}:
+            decision.reason = f"target {verdict.target_fact_id!r} is not a candidate, ADD"
+        else:
+            decision.action = verdict.action
+            decision.target_fact_id = verdict.target_fact_id if verdict.action != "ADD" else None
+            decision.reason = verdict.reason
+        decisions.append(decision)
+    trace = [
+        TraceStep(
+            name="reconciliation",
+            duration_ms=(time.perf_counter() - started) * 1000,
+            data={
+                "skill_calls": skill_calls,
+                "decisions": [{"text": d.text, "action": d.action, "target": d.target_fact_id} for d in decisions],
+            },
+        )
+    ]
+    return ReconcileStageOutput(decisions=decisions, tokens=tokens, trace=trace)

@@ -1,0 +1,201 @@
+"""SQL of the write pipeline: the reads stages make outside the lock, and vector helpers.
+
+Every statement is scoped by ``agent_id``. Vectors are bound as pgvector text literals so
+the same statements work for any embedding dimension.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import text
+from sqlalchemy.orm import Session
+
+from memory_core.write.naming import fold, normalize_alias
+
+_TOKEN = re.compile(r"[\w'’-]+")
+
+
+def vector_literal(vector: Sequence[float]) -> str:
+    """pgvector's text form of ``vector``."""
+    return "[" + ",".join(f"{value:.7g}" for value in vector) + "]"
+
+
+def message_ngrams(message: str, max_words: int = 4) -> list[str]:
+    """Every run of 1..``max_words`` folded words: the strings an alias could be."""
+    tokens = _TOKEN.findall(fold(message))
+    grams: set[str] = set()
+    for size in range(1, max_words + 1):
+        for start in range(len(tokens) - size + 1):
+            grams.add(" ".join(tokens[start : start + size]))
+    return sorted(grams)
+
+
+@dataclass(frozen=True)
+class EntityRow:
+    """An entity as the write stages see it."""
+
+    canonical_key: str
+    display_name: str
+    entity_type: str
+    profile_text: str | None
+    summary_text: str | None
+
+
+def aliases_for(session: Session, agent_id: str, aliases: Iterable[str]) -> dict[str, str]:
+    """Normalised alias -> canonical key, for those of ``aliases`` the agent knows."""
+    wanted = sorted({normalize_alias(alias) for alias in aliases if alias.strip()})
+    if not wanted:
+        return {}
+    rows = session.execute(
+        text(
+            "SELECT alias, canonical_entity_key FROM memory_entity_aliases "
+            "WHERE agent_id = :agent AND alias = ANY(:aliases)"
+        ),
+        {"agent": agent_id, "aliases": wanted},
+    ).all()
+    return {row.alias: row.canonical_entity_key for row in rows}
+
+
+def entities_by_keys(session: Session, agent_id: str, keys: Iterable[str]) -> dict[str, EntityRow]:
+    """The agent's entities with these canonical keys."""
+    wanted = sorted(set(keys))
+    if not wanted:
+        return {}
+    rows = session.execute(
+        text(
+            "SELECT canonical_key, display_name, entity_type, profile_text, summary_text FROM memory_entities "
+            "WHERE agent_id = :agent AND canonical_key = ANY(:keys)"
+        ),
+        {"agent": agent_id, "keys": wanted},
+    ).all()
+    return {
+        row.canonical_key: EntityRow(
+            row.canonical_key,
+            row.display_name or row.canonical_key,
+            row.entity_type,
+            row.profile_text,
+            row.summary_text,
+        )
+        for row in rows
+    }
+
+
+def entities_by_display_name(session: Session, agent_id: str, names: Iterable[str]) -> dict[str, list[EntityRow]]:
+    """Lower-cased display name -> the agent's entities with that display name."""
+    wanted = sorted({name.strip().lower() for name in names if name.strip()})
+    if not wanted:
+        return {}
+    rows = session.execute(
+        text(
+            "SELECT canonical_key, display_name, entity_type, profile_text, summary_text FROM memory_entities "
+            "WHERE agent_id = :agent AND lower(display_name) = ANY(:names) ORDER BY canonical_key"
+        ),
+        {"agent": agent_id, "names": wanted},
+    ).all()
+    found: dict[str, list[EntityRow]] = {}
+    for row in rows:
+        found.setdefault(row.display_name.lower(), []).append(
+            EntityRow(row.canonical_key, row.display_name, row.entity_type, row.profile_text, row.summary_text)
+        )
+    return found
+
+
+def person_prefix_matches(session: Session, agent_id: str, first_name: str) -> list[EntityRow]:
+    """Person entities whose first name starts with ``first_name`` (diminutives: Carol -> Carolina)."""
+    pattern = first_name.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    rows = session.execute(
+        text(
+            "SELECT canonical_key, display_name, entity_type, profile_text, summary_text FROM memory_entities "
+            "WHERE agent_id = :agent AND entity_type = 'person' AND lower(display_name) LIKE :pattern "
+            "ORDER BY canonical_key LIMIT 5"
+        ),
+        {"agent": agent_id, "pattern": pattern},
+    ).all()
+    return [EntityRow(r.canonical_key, r.display_name, r.entity_type, r.profile_text, r.summary_text) for r in rows]
+
+
+def nearest_entities(
+    session: Session, agent_id: str, vector: Sequence[float], limit: int = 3
+) -> list[tuple[EntityRow, float]]:
+    """The agent's entities closest to ``vector`` by cosine similarity."""
+    rows = session.execute(
+        text(
+            "SELECT canonical_key, display_name, entity_type, profile_text, summary_text, "
+            "1 - (embedding_vec <=> CAST(:vec AS vector)) AS similarity FROM memory_entities "
+            "WHERE agent_id = :agent AND embedding_vec IS NOT NULL "
+            "ORDER BY embedding_vec <=> CAST(:vec AS vector) LIMIT :limit"
+        ),
+        {"agent": agent_id, "vec": vector_literal(vector), "limit": limit},
+    ).all()
+    return [
+        (EntityRow(r.canonical_key, r.display_name, r.entity_type, r.profile_text, r.summary_text), float(r.similarity))
+        for r in rows
+    ]
+
+
+@dataclass(frozen=True)
+class FactRow:
+    """An active fact as reconciliation and informed extraction see it."""
+
+    fact_id: str
+    entity_key: str
+    text: str
+    attribute_key: str | None
+    valid_from: datetime
+    similarity: float
+
+
+def closest_active_facts(
+    session: Session,
+    agent_id: str,
+    entity_key: str,
+    vector: Sequence[float] | None,
+    *,
+    limit: int,
+    attribute_key: str | None = None,
+) -> list[FactRow]:
+    """Active facts of ``entity_key``: the ``limit`` closest to ``vector`` plus any in ``attribute_key``'s slot."""
+    if vector is None:
+        rows = session.execute(
+            text(
+                "SELECT id, entity_key, fact_text, attribute_key, valid_from, 0.0 AS similarity FROM memory_facts "
+                "WHERE agent_id = :agent AND entity_key = :key AND valid_to IS NULL "
+                "ORDER BY valid_from DESC LIMIT :limit"
+            ),
+            {"agent": agent_id, "key": entity_key, "limit": limit},
+        ).all()
+    else:
+        rows = session.execute(
+            text(
+                """
+                WITH nearest AS (
+                    SELECT id FROM memory_facts
+                    WHERE agent_id = :agent AND entity_key = :key AND valid_to IS NULL
+                    ORDER BY embedding_vec <=> CAST(:vec AS vector) LIMIT :limit
+                ), same_slot AS (
+                    SELECT id FROM memory_facts
+                    WHERE agent_id = :agent AND entity_key = :key AND valid_to IS NULL
+                      AND :attribute IS NOT NULL AND attribute_key = :attribute
+                )
+                SELECT f.id, f.entity_key, f.fact_text, f.attribute_key, f.valid_from,
+                       COALESCE(1 - (f.embedding_vec <=> CAST(:vec AS vector)), 0.0) AS similarity
+                FROM memory_facts f
+                WHERE f.id IN (SELECT id FROM nearest UNION SELECT id FROM same_slot)
+                ORDER BY similarity DESC, f.id
+                """
+            ),
+            {
+                "agent": agent_id,
+                "key": entity_key,
+                "vec": vector_literal(vector),
+                "limit": limit,
+                "attribute": attribute_key,
+            },
+        ).all()
+    return [
+        FactRow(str(r.id), r.entity_key, r.fact_text, r.attribute_key, r.valid_from, float(r.similarity)) for r in rows
+    ]

@@ -1,0 +1,237 @@
+"""Pipeline-run bookkeeping: the state machine every stage advances, and progress queries."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select, text, update
+from sqlalchemy.orm import Session
+
+from memory_core.db.models import Import, MemoryEvent, PipelineRun
+from memory_core.write.schemas import STAGE_INPUT_STATUS, STAGES, TERMINAL_STATUSES
+
+
+@dataclass(frozen=True)
+class RunView:
+    """A run with its event, as read at the start of a stage."""
+
+    event_id: uuid.UUID
+    agent_id: str
+    status: str
+    stage: str | None
+    attempts: int
+    options: dict[str, Any]
+    stage_outputs: dict[str, Any]
+    text: str
+    speaker: str
+    session_id: str
+    message_id: str | None
+    occurred_at: datetime
+    created_at: datetime
+
+
+def load_run(session: Session, event_id: uuid.UUID, *, for_update: bool = False) -> RunView | None:
+    """The run and its event, optionally locking the run row until the transaction ends."""
+    statement = (
+        select(PipelineRun, MemoryEvent)
+        .join(MemoryEvent, MemoryEvent.id == PipelineRun.event_id)
+        .where(PipelineRun.event_id == event_id)
+    )
+    if for_update:
+        statement = statement.with_for_update(of=PipelineRun)
+    row = session.execute(statement).first()
+    if row is None:
+        return None
+    run, event = row
+    return RunView(
+        event_id=run.event_id,
+        agent_id=run.agent_id,
+        status=run.status,
+        stage=run.stage,
+        attempts=run.attempts,
+        options=dict(run.options or {}),
+        stage_outputs=dict(run.stage_outputs or {}),
+        text=event.text,
+        speaker=event.speaker,
+        session_id=event.session_id,
+        message_id=event.message_id,
+        occurred_at=event.occurred_at,
+        created_at=run.created_at,
+    )
+
+
+def complete_stage(
+    session: Session,
+    event_id: uuid.UUID,
+    stage: str,
+    output: dict[str, Any],
+    *,
+    new_status: str,
+    duration_ms: float,
+    tokens: dict[str, int] | None = None,
+) -> bool:
+    """Store ``stage``'s output and advance the status, only if the run still waits for it.
+
+    Returns False (and writes nothing) when another delivery of the same stage got there
+    first: the check-and-set on the status makes a redelivered stage a no-op.
+    """
+    expected = STAGE_INPUT_STATUS[stage]
+    values: dict[str, Any] = {
+        "status": new_status,
+        "stage": stage,
+        "error": None,
+        "updated_at": func.now(),
+        "stage_outputs": PipelineRun.stage_outputs.op("||")(func.jsonb_build_object(stage, output)),
+        "timings": PipelineRun.timings.op("||")(func.jsonb_build_object(stage, round(duration_ms, 2))),
+    }
+    if tokens:
+        values["token_usage"] = PipelineRun.token_usage.op("||")(func.jsonb_build_object(stage, tokens))
+    if new_status in TERMINAL_STATUSES:
+        values["finished_at"] = func.now()
+    result = session.execute(
+        update(PipelineRun)
+        .where(PipelineRun.event_id == event_id, PipelineRun.status == expected)
+        .values(**values)
+        .returning(PipelineRun.event_id)
+    )
+    return result.first() is not None
+
+
+def record_attempt(session: Session, event_id: uuid.UUID, stage: str, error: str) -> int:
+    """Count a failed attempt at ``stage`` and return the new count."""
+    attempts = session.execute(
+        update(PipelineRun)
+        .where(PipelineRun.event_id == event_id)
+        .values(attempts=PipelineRun.attempts + 1, stage=stage, error=error[:4000], updated_at=func.now())
+        .returning(PipelineRun.attempts)
+    ).scalar_one_or_none()
+    return int(attempts or 0)
+
+
+def mark_failed(session: Session, event_id: uuid.UUID, stage: str, error: str) -> None:
+    """Give up on the run: ``failed`` with the stage and the error, until someone re-drives it."""
+    session.execute(
+        update(PipelineRun)
+        .where(PipelineRun.event_id == event_id, PipelineRun.status.notin_(TERMINAL_STATUSES))
+        .values(status="failed", stage=stage, error=error[:4000], updated_at=func.now(), finished_at=func.now())
+    )
+
+
+def redrive(session: Session, event_id: uuid.UUID, *, from_scratch: bool) -> str | None:
+    """Reset a failed (or, ``from_scratch``, a done) run so the pipeline runs again.
+
+    A failed run resumes at the stage that failed, keeping earlier stages' outputs; from
+    scratch clears them and re-extracts (for example after changing the model). Returns the
+    stage to start from, or None when the run is in a state that cannot be re-driven.
+    """
+    run = session.get(PipelineRun, event_id, with_for_update=True)
+    if run is None:
+        return None
+    if from_scratch and run.status in TERMINAL_STATUSES:
+        run.status = "received"
+        run.stage_outputs = {}
+        run.result = None
+        start = "extract"
+    elif run.status == "failed":
+        start = run.stage if run.stage in STAGES else "extract"
+        run.status = STAGE_INPUT_STATUS[start]
+    else:
+        return None
+    run.attempts = 0
+    run.error = None
+    run.finished_at = None
+    run.updated_at = session.execute(select(func.now())).scalar_one()
+    return start
+
+
+@dataclass(frozen=True)
+class StuckRun:
+    """A run that has not moved for too long, and the stage to restart it at."""
+
+    event_id: uuid.UUID
+    agent_id: str
+    next_stage: str
+    attempts: int
+
+
+NEXT_STAGE_FOR_STATUS: dict[str, str] = {status: stage for stage, status in STAGE_INPUT_STATUS.items()}
+
+
+def claim_stuck_runs(session: Session, stale_after_s: float, limit: int) -> list[StuckRun]:
+    """Runs idle in a non-terminal status for ``stale_after_s``; their clock is reset so they are claimed once."""
+    rows = session.execute(
+        text(
+            """
+            UPDATE pipeline_runs SET updated_at = now(), attempts = attempts + 1
+            WHERE event_id IN (
+                SELECT event_id FROM pipeline_runs
+                WHERE status IN ('received', 'extracted', 'resolved', 'reconciled')
+                  AND updated_at < now() - make_interval(secs => :stale)
+                ORDER BY updated_at
+                LIMIT :limit
+                FOR UPDATE SKIP LOCKED
+            )
+            RETURNING event_id, agent_id, status, attempts
+            """
+        ),
+        {"stale": stale_after_s, "limit": limit},
+    ).all()
+    return [
+        StuckRun(
+            event_id=row.event_id,
+            agent_id=row.agent_id,
+            next_stage=NEXT_STAGE_FOR_STATUS[row.status],
+            attempts=row.attempts,
+        )
+        for row in rows
+    ]
+
+
+@dataclass(frozen=True)
+class ImportProgress:
+    """How far an import got, counted from its runs."""
+
+    import_id: uuid.UUID
+    agent_id: str
+    total: int
+    duplicates: int
+    done: int
+    failed: int
+    pending: int
+    created_at: datetime
+
+    @property
+    def status(self) -> str:
+        """``done`` when every message is done, ``failed`` when all finished with some failed, else ``running``."""
+        if self.pending > 0:
+            return "running"
+        return "failed" if self.failed else "done"
+
+
+def import_progress(session: Session, import_id: uuid.UUID) -> ImportProgress | None:
+    """Counts of an import's events by outcome."""
+    record = session.get(Import, import_id)
+    if record is None:
+        return None
+    counts = dict(
+        session.execute(
+            select(PipelineRun.status, func.count())
+            .where(PipelineRun.import_id == import_id)
+            .group_by(PipelineRun.status)
+        ).all()
+    )
+    done = int(counts.get("done", 0))
+    failed = int(counts.get("failed", 0))
+    return ImportProgress(
+        import_id=record.id,
+        agent_id=record.agent_id,
+        total=record.total,
+        duplicates=record.duplicates,
+        done=done,
+        failed=failed,
+        pending=max(record.total - done - failed, 0),
+        created_at=record.created_at,
+    )

@@ -1,0 +1,625 @@
+"""Stage ``upsert``: apply the decisions under the agent's lock (seeds W11, W12, W14-W18).
+
+One short transaction per message, holding a transaction-scoped advisory lock keyed by the
+agent, so two messages about the same agent never interleave their graph changes. Nothing
+in here calls an LLM or an embedding model: everything slow happened in earlier stages.
+Decisions computed outside the lock are re-checked against what other messages committed
+since (optimistic): new names are re-resolved by exact alias, and every fact is compared
+again with the active facts of its entity before it is written.
+
+Time is the event's ``occurred_at``: a fact is valid from it, a newer fact supersedes an
+older one, and an older fact arriving late becomes history instead of replacing a newer
+one. Single-valued slots (residence, employer, partner...) keep at most one active fact,
+the newest, so the final state does not depend on the order messages are processed in.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.orm import Session
+
+from memory_core.config import MemoryConfig
+from memory_core.write import repository
+from memory_core.write.attribute_keys import ATTRIBUTE_CATALOGUE, is_single_valued
+from memory_core.write.naming import fold, normalize_alias
+from memory_core.write.reconcile import entity_for
+from memory_core.write.runs import RunView
+from memory_core.write.schemas import (
+    ExtractStageOutput,
+    FactChange,
+    FactDecision,
+    ReconcileStageOutput,
+    ResolvedEntity,
+    ResolveStageOutput,
+)
+
+NEAR_DUPLICATE_SIMILARITY = 0.95
+RELATIONSHIP_REINFORCEMENT = 0.05
+
+
+def lock_agent(session: Session, agent_id: str) -> None:
+    """Serialise graph changes of one agent until the transaction ends (blocks, never spins)."""
+    session.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"), {"key": f"arandu:{agent_id}"})
+
+
+def _folded_text(value: str) -> str:
+    return " ".join("".join(ch if ch.isalnum() else " " for ch in fold(value)).split())
+
+
+@dataclass
+class FactRecord:
+    """A fact row as the apply step needs it."""
+
+    fact_id: uuid.UUID
+    text: str
+    attribute_key: str | None
+    valid_from: datetime
+    valid_to: datetime | None
+    confidence: float
+
+
+@dataclass
+class ApplyOutcome:
+    """What applying one message changed."""
+
+    added: list[FactChange] = field(default_factory=list)
+    updated: list[FactChange] = field(default_factory=list)
+    unchanged: list[FactChange] = field(default_factory=list)
+    deleted: list[FactChange] = field(default_factory=list)
+    relationships: list[dict[str, Any]] = field(default_factory=list)
+    # decision index -> id of the fact that now carries it (inserted, or the NOOP target)
+    fact_for_decision: dict[int, uuid.UUID] = field(default_factory=dict)
+    touched_entities: set[str] = field(default_factory=set)
+    warnings: list[str] = field(default_factory=list)
+
+
+_FACT = text(
+    "SELECT id, fact_text, attribute_key, valid_from, valid_to, confidence FROM memory_facts "
+    "WHERE id = :id AND agent_id = :agent"
+)
+_FACT_FOR_UPDATE = text(
+    "SELECT id, fact_text, attribute_key, valid_from, valid_to, confidence FROM memory_facts "
+    "WHERE id = :id AND agent_id = :agent FOR UPDATE"
+)
+
+
+class Applier:
+    """Applies one message's decisions inside the caller's locked transaction."""
+
+    def __init__(self, session: Session, run: RunView, config: MemoryConfig, *, provenance: str) -> None:
+        self.session = session
+        self.provenance = provenance
+        self.run = run
+        self.agent_id = run.agent_id
+        self.occurred_at = run.occurred_at
+        self.config = config
+        self.outcome = ApplyOutcome()
+
+    # --- entities ----------------------------------------------------------------------
+
+    def settle_entities(self, resolution: ResolveStageOutput) -> list[ResolvedEntity]:
+        """Re-resolve new names by exact alias (someone may have created them meanwhile), then upsert all."""
+        entities = list(resolution.entities)
+        new_names = [n for e in entities if e.is_new for n in (e.display_name, *e.aliases)]
+        now_known = repository.aliases_for(self.session, self.agent_id, new_names)
+        settled: list[ResolvedEntity] = []
+        for entity in entities:
+            chosen = entity
+            if entity.is_new:
+                for name in (entity.display_name, *entity.aliases):
+                    key = now_known.get(normalize_alias(name))
+                    if key is not None and key != entity.canonical_key:
+                        chosen = entity.model_copy(update={"canonical_key": key, "is_new": False, "method": "alias"})
+                        break
+            settled.append(chosen)
+        seen: set[str] = set()
+        for entity in settled:
+            if entity.canonical_key in seen:
+                continue
+            seen.add(entity.canonical_key)
+            self.session.execute(
+                text(
+                    """
+                    INSERT INTO memory_entities (agent_id, canonical_key, display_name, entity_type, embedding_vec,
+                                                 first_seen_at, last_seen_at)
+                    VALUES (:agent, :key, :name, :type, CAST(:vec AS vector), :at, :at)
+                    ON CONFLICT (agent_id, canonical_key) DO UPDATE SET
+                        first_seen_at = LEAST(memory_entities.first_seen_at, EXCLUDED.first_seen_at),
+                        last_seen_at = GREATEST(memory_entities.last_seen_at, EXCLUDED.last_seen_at),
+                        embedding_vec = COALESCE(memory_entities.embedding_vec, EXCLUDED.embedding_vec),
+                        display_name = COALESCE(memory_entities.display_name, EXCLUDED.display_name),
+                        is_active = true
+                    """
+                ),
+                {
+                    "agent": self.agent_id,
+                    "key": entity.canonical_key,
+                    "name": entity.display_name[:256],
+                    "type": entity.entity_type[:64],
+                    "vec": repository.vector_literal(entity.embedding) if entity.embedding else None,
+                    "at": self.occurred_at,
+                },
+            )
+            self.outcome.touched_entities.add(entity.canonical_key)
+        alias_rows = [
+            {
+                "agent": self.agent_id,
+                "alias": normalize_alias(name)[:256],
+                "key": e.canonical_key,
+                "type": e.entity_type,
+            }
+            for e in settled
+            for name in {e.display_name, e.mention, *e.aliases}
+            if (normalize_alias(name) and e.method not in ("speaker", "relationship_term")) or name == e.display_name
+        ]
+        if alias_rows:
+            # First write wins: an alias already pointing elsewhere keeps pointing there.
+            self.session.execute(
+                text(
+                    "INSERT INTO memory_entity_aliases (agent_id, alias, canonical_entity_key, canonical_entity_type) "
+                    "VALUES (:agent, :alias, :key, :type) ON CONFLICT (agent_id, alias) DO NOTHING"
+                ),
+                alias_rows,
+            )
+        return settled
+
+    # --- facts -------------------------------------------------------------------------
+
+    def _fact(self, fact_id: uuid.UUID | str, *, lock: bool = True) -> FactRecord | None:
+        row = self.session.execute(
+            _FACT_FOR_UPDATE if lock else _FACT, {"id": str(fact_id), "agent": self.agent_id}
+        ).first()
+        if row is None:
+            return None
+        return FactRecord(row.id, row.fact_text, row.attribute_key, row.valid_from, row.valid_to, row.confidence)
+
+    def _close(self, fact: FactRecord, at: datetime) -> None:
+        self.session.execute(
+            text(
+                "UPDATE memory_facts SET valid_to = :at, invalidated_at = now() "
+                "WHERE id = :id AND agent_id = :agent AND valid_to IS NULL"
+            ),
+            {"at": at, "id": str(fact.fact_id), "agent": self.agent_id},
+        )
+        # Cascade: an edge whose evidence stops being true stops being active too.
+        self.session.execute(
+            text(
+                "UPDATE memory_entity_relationships SET valid_to = :at, invalidated_at = now(), updated_at = now() "
+                "WHERE agent_id = :agent AND evidence_fact_id = :id AND valid_to IS NULL"
+            ),
+            {"at": at, "id": str(fact.fact_id), "agent": self.agent_id},
+        )
+        fact.valid_to = at
+
+    def _insert(
+        self,
+        decision: FactDecision,
+        *,
+        valid_to: datetime | None = None,
+        supersedes: uuid.UUID | None = None,
+    ) -> uuid.UUID:
+        fact_id = uuid.uuid4()
+        self.session.execute(
+            text(
+                """
+                INSERT INTO memory_facts (id, agent_id, entity_type, entity_key, entity_name, attribute_key, fact_text,
+                    speaker, confidence, importance, valid_from, valid_to, invalidated_at, source_event_id,
+                    supersedes_fact_id, embedding_vec, source_context)
+                VALUES (:id, :agent, :etype, :ekey, :ename, :attr, :text, :speaker, :confidence, :importance,
+                    :valid_from, :valid_to, CASE WHEN CAST(:valid_to AS timestamptz) IS NULL THEN NULL ELSE now() END,
+                    :event, :supersedes, CAST(:vec AS vector), :source_context)
+                """
+            ),
+            {
+                "id": str(fact_id),
+                "agent": self.agent_id,
+                "etype": decision.entity_type[:64],
+                "ekey": decision.entity_key,
+                "ename": decision.entity_name[:256],
+                "attr": decision.attribute_key,
+                "text": decision.text,
+                "speaker": self.run.speaker[:256],
+                "confidence": decision.confidence,
+                "importance": decision.importance,
+                "valid_from": self.occurred_at,
+                "valid_to": valid_to,
+                "event": str(self.run.event_id),
+                "supersedes": str(supersedes) if supersedes else None,
+                "vec": repository.vector_literal(decision.embedding) if decision.embedding else None,
+                "source_context": decision.source_context,
+            },
+        )
+        return fact_id
+
+    def _change(self, decision: FactDecision, fact_id: uuid.UUID | None, **extra: Any) -> FactChange:
+        return FactChange(
+            fact_id=str(fact_id) if fact_id else None,
+            entity_key=decision.entity_key,
+            fact_text=decision.text,
+            attribute_key=decision.attribute_key,
+            valid_from=self.occurred_at,
+            **extra,
+        )
+
+    def _recheck(self, decision: FactDecision) -> FactDecision:
+        """Compare the decision with the active facts as they are now, under the lock."""
+        current = repository.closest_active_facts(
+            self.session,
+            self.agent_id,
+            decision.entity_key,
+            decision.embedding,
+            limit=10,
+            attribute_key=decision.attribute_key,
+        )
+        active_ids = {candidate.fact_id for candidate in current}
+        folded = _folded_text(decision.text)
+        duplicate = next(
+            (
+                c
+                for c in current
+                if _folded_text(c.text) == folded
+                or (c.similarity >= NEAR_DUPLICATE_SIMILARITY and c.attribute_key == decision.attribute_key)
+            ),
+            None,
+        )
+        if decision.action in ("UPDATE", "NOOP", "DELETE") and decision.target_fact_id in active_ids:
+            if decision.action == "UPDATE" and duplicate is not None and duplicate.fact_id != decision.target_fact_id:
+                return decision.model_copy(update={"action": "NOOP", "target_fact_id": duplicate.fact_id})
+            return decision
+        if duplicate is not None:
+            return decision.model_copy(
+                update={"action": "NOOP", "target_fact_id": duplicate.fact_id, "reason": "duplicate of an active fact"}
+            )
+        if decision.action in ("UPDATE", "DELETE"):
+            # The target was replaced meanwhile: aim at whatever holds the same slot now.
+            successor = next(
+                (c for c in current if decision.attribute_key and c.attribute_key == decision.attribute_key), None
+            )
+            if successor is not None:
+                return decision.model_copy(update={"target_fact_id": successor.fact_id})
+            if decision.action == "DELETE":
+                return decision.model_copy(update={"action": "NOOP", "target_fact_id": None})
+        return decision.model_copy(update={"action": "ADD", "target_fact_id": None})
+
+    def apply_decision(self, decision: FactDecision) -> None:
+        """Write one decision (inside its own savepoint, opened by the caller)."""
+        decision = self._recheck(decision)
+        at = self.occurred_at
+        if decision.action == "NOOP":
+            if decision.target_fact_id is None:
+                return
+            self._reinforce(decision)
+            return
+        if decision.action == "DELETE":
+            target = self._fact(decision.target_fact_id or "")
+            if target is not None and target.valid_to is None and at >= target.valid_from:
+                self._close(target, at)
+                self.outcome.deleted.append(self._change(decision, target.fact_id, valid_to=at))
+            return
+        fact_id: uuid.UUID
+        if decision.action == "UPDATE" and decision.target_fact_id:
+            target = self._fact(decision.target_fact_id)
+            if target is not None and target.valid_to is None and at >= target.valid_from:
+                self._close(target, at)
+                if decision.attribute_key and decision.attribute_key == target.attribute_key:
+                    self._count_correction(target.fact_id)
+                fact_id = self._insert(decision, supersedes=target.fact_id)
+                self.outcome.updated.append(self._change(decision, fact_id, supersedes_fact_id=str(target.fact_id)))
+            elif target is not None and target.valid_to is None:
+                # Said before the active fact: it is history, valid until the newer one began.
+                fact_id = self._insert(decision, valid_to=target.valid_from)
+                self.session.execute(
+                    text(
+                        "UPDATE memory_facts SET supersedes_fact_id = :old "
+                        "WHERE id = :id AND agent_id = :agent AND supersedes_fact_id IS NULL"
+                    ),
+                    {"old": str(fact_id), "id": str(target.fact_id), "agent": self.agent_id},
+                )
+                self.outcome.added.append(self._change(decision, fact_id, valid_to=target.valid_from))
+            else:
+                fact_id = self._insert(decision)
+                self.outcome.added.append(self._change(decision, fact_id))
+        else:
+            fact_id = self._insert(decision)
+            self.outcome.added.append(self._change(decision, fact_id))
+        self.outcome.fact_for_decision[decision.index] = fact_id
+        if is_single_valued(decision.attribute_key):
+            self._keep_newest_in_slot(decision, fact_id)
+
+    def _reinforce(self, decision: FactDecision) -> None:
+        target = decision.target_fact_id
+        assert target is not None
+        # The earliest statement of a repeated fact keeps its wording and start, whatever order
+        # the repetitions are processed in.
+        self.session.execute(
+            text(
+                """
+                UPDATE memory_facts SET
+                    reinforcement_count = reinforcement_count + 1,
+                    last_confirmed_at = GREATEST(COALESCE(last_confirmed_at, :at), :at),
+                    confidence = GREATEST(confidence, :confidence),
+                    fact_text = CASE WHEN :at < valid_from OR (:at = valid_from AND :text < fact_text)
+                                     THEN :text ELSE fact_text END,
+                    source_event_id = CASE WHEN :at < valid_from THEN CAST(:event AS uuid) ELSE source_event_id END,
+                    valid_from = LEAST(valid_from, :at)
+                WHERE id = :id AND agent_id = :agent
+                """
+            ),
+            {
+                "at": self.occurred_at,
+                "confidence": decision.confidence,
+                "text": decision.text,
+                "event": str(self.run.event_id),
+                "id": target,
+                "agent": self.agent_id,
+            },
+        )
+        self.outcome.unchanged.append(self._change(decision, uuid.UUID(target)))
+        self.outcome.fact_for_decision[decision.index] = uuid.UUID(target)
+
+    def _count_correction(self, fact_id: uuid.UUID) -> None:
+        self.session.execute(
+            text("UPDATE memory_facts SET user_correction_count = user_correction_count + 1 WHERE id = :id"),
+            {"id": str(fact_id)},
+        )
+
+    def _keep_newest_in_slot(self, decision: FactDecision, fact_id: uuid.UUID) -> None:
+        """At most one active fact per single-valued slot: the one said last."""
+        rows = self.session.execute(
+            text(
+                "SELECT id, fact_text, attribute_key, valid_from, valid_to, confidence FROM memory_facts "
+                "WHERE agent_id = :agent AND entity_key = :key AND attribute_key = :attr AND valid_to IS NULL "
+                "ORDER BY valid_from DESC, created_at DESC, id FOR UPDATE"
+            ),
+            {"agent": self.agent_id, "key": decision.entity_key, "attr": decision.attribute_key},
+        ).all()
+        if len(rows) <= 1:
+            return
+        records = [FactRecord(r.id, r.fact_text, r.attribute_key, r.valid_from, r.valid_to, r.confidence) for r in rows]
+        # Newest first; on equal times the fact written now wins (it was said later in the message).
+        records.sort(key=lambda r: (r.valid_from, r.fact_id == fact_id), reverse=True)
+        newest = records[0]
+        for older in records[1:]:
+            self._close(older, newest.valid_from)
+
+    # --- relationships -------------------------------------------------------------------
+
+    def upsert_relationships(
+        self,
+        extraction: ExtractStageOutput,
+        entities: Sequence[ResolvedEntity],
+        decisions: Sequence[FactDecision],
+        speaker_key: str,
+    ) -> None:
+        """Edges with evidence facts, reinforced on repetition, active only while their evidence is."""
+        names_of: dict[str, list[str]] = {}
+        for entity in entities:
+            names_of.setdefault(entity.canonical_key, []).extend([entity.display_name, *entity.aliases])
+        for relation in extraction.extraction.relations:
+            source = entity_for(relation.source, entities, speaker_key)
+            target = entity_for(relation.target, entities, speaker_key)
+            if source.canonical_key == target.canonical_key:
+                continue
+            evidence = self._evidence(
+                [relation.source, *names_of.get(source.canonical_key, [])],
+                [relation.target, *names_of.get(target.canonical_key, [])],
+                decisions,
+            )
+            evidence_row = self._fact(evidence, lock=False) if evidence else None
+            active = evidence_row is None or evidence_row.valid_to is None
+            existing = self.session.execute(
+                text(
+                    "SELECT r.id, r.strength, r.evidence_fact_id, f.valid_to AS evidence_valid_to, "
+                    "f.valid_from AS evidence_valid_from FROM memory_entity_relationships r "
+                    "LEFT JOIN memory_facts f ON f.id = r.evidence_fact_id "
+                    "WHERE r.agent_id = :agent AND r.source_entity_key = :s AND r.target_entity_key = :t "
+                    "AND r.rel_type = :type FOR UPDATE OF r"
+                ),
+                {"agent": self.agent_id, "s": source.canonical_key, "t": target.canonical_key, "type": relation.type},
+            ).first()
+            if existing is None:
+                self.session.execute(
+                    text(
+                        """
+                        INSERT INTO memory_entity_relationships (agent_id, source_entity_key, target_entity_key,
+                            rel_type, strength, evidence_fact_id, provenance, valid_from, valid_to, invalidated_at)
+                        VALUES (:agent, :s, :t, :type, :strength, :evidence, :provenance, :at,
+                            :valid_to, CASE WHEN CAST(:valid_to AS timestamptz) IS NULL THEN NULL ELSE now() END)
+                        """
+                    ),
+                    {
+                        "agent": self.agent_id,
+                        "s": source.canonical_key,
+                        "t": target.canonical_key,
+                        "type": relation.type,
+                        "strength": self.config.relationship_initial_strength,
+                        "evidence": str(evidence) if evidence else None,
+                        "provenance": self.provenance,
+                        "at": self.occurred_at,
+                        "valid_to": None if active else evidence_row.valid_to if evidence_row else None,
+                    },
+                )
+            else:
+                old_active = existing.evidence_fact_id is None or existing.evidence_valid_to is None
+                # Keep the evidence that is still true; between equals, the more recent statement.
+                take_new = evidence is not None and (
+                    (active and not old_active)
+                    or (
+                        active == old_active
+                        and (existing.evidence_valid_from is None or self.occurred_at >= existing.evidence_valid_from)
+                    )
+                )
+                now_active = active if take_new else old_active
+                self.session.execute(
+                    text(
+                        """
+                        UPDATE memory_entity_relationships SET
+                            strength = LEAST(:cap, strength + :step),
+                            evidence_fact_id = CASE WHEN :take THEN CAST(:evidence AS uuid) ELSE evidence_fact_id END,
+                            valid_to = CASE WHEN :active THEN NULL ELSE COALESCE(valid_to, :closed) END,
+                            invalidated_at = CASE WHEN :active THEN NULL ELSE COALESCE(invalidated_at, now()) END,
+                            updated_at = now()
+                        WHERE id = :id
+                        """
+                    ),
+                    {
+                        "cap": self.config.relationship_max_strength,
+                        "step": RELATIONSHIP_REINFORCEMENT,
+                        "take": take_new,
+                        "evidence": str(evidence) if evidence else None,
+                        "active": now_active,
+                        "closed": evidence_row.valid_to if evidence_row and evidence_row.valid_to else self.occurred_at,
+                        "id": existing.id,
+                    },
+                )
+            self.outcome.relationships.append(
+                {
+                    "source": source.canonical_key,
+                    "target": target.canonical_key,
+                    "rel_type": relation.type,
+                    "evidence_fact_id": str(evidence) if evidence else None,
+                    "active": active,
+                }
+            )
+
+    def _evidence(
+        self, source_names: list[str], target_names: list[str], decisions: Sequence[FactDecision]
+    ) -> uuid.UUID | None:
+        best: tuple[float, int, uuid.UUID] | None = None
+        for decision in decisions:
+            fact_id = self.outcome.fact_for_decision.get(decision.index)
+            if fact_id is None:
+                continue
+            folded = fold(decision.text)
+            mentions_source = any(len(fold(n)) >= 3 and fold(n) in folded for n in source_names)
+            mentions_target = any(len(fold(n)) >= 3 and fold(n) in folded for n in target_names)
+            if mentions_source and mentions_target:
+                rank = (decision.confidence, -decision.index, fact_id)
+                if best is None or rank[:2] > best[:2]:
+                    best = rank
+        return best[2] if best else None
+
+    # --- links, counters, profiles, registry ---------------------------------------------
+
+    def link_facts(self, decisions: Sequence[FactDecision], entities: Sequence[ResolvedEntity]) -> None:
+        """Link every written fact to every entity of the message it names (names >= 3 characters)."""
+        rows: list[dict[str, Any]] = []
+        for decision in decisions:
+            fact_id = self.outcome.fact_for_decision.get(decision.index)
+            if fact_id is None:
+                continue
+            folded = fold(decision.text)
+            keys = {decision.entity_key: True}
+            for entity in entities:
+                if entity.canonical_key in keys:
+                    continue
+                names = [entity.display_name, *entity.aliases]
+                if any(
+                    len(fold(name)) >= self.config.entity_link_min_name_chars and fold(name) in folded for name in names
+                ):
+                    keys[entity.canonical_key] = False
+            for key, primary in keys.items():
+                rows.append({"fact": str(fact_id), "key": key, "primary": primary, "agent": self.agent_id})
+                self.outcome.touched_entities.add(key)
+        if rows:
+            self.session.execute(
+                text(
+                    "INSERT INTO memory_fact_entity_links (fact_id, entity_key, is_primary, agent_id) "
+                    "VALUES (:fact, :key, :primary, :agent) ON CONFLICT (fact_id, entity_key) DO NOTHING"
+                ),
+                rows,
+            )
+
+    def refresh_entity_counts(self) -> None:
+        """``fact_count`` = active facts linked to the entity."""
+        if not self.outcome.touched_entities:
+            return
+        self.session.execute(
+            text(
+                """
+                UPDATE memory_entities e SET fact_count = (
+                    SELECT count(*) FROM memory_fact_entity_links l JOIN memory_facts f ON f.id = l.fact_id
+                    WHERE l.agent_id = e.agent_id AND l.entity_key = e.canonical_key AND f.valid_to IS NULL
+                )
+                WHERE e.agent_id = :agent AND e.canonical_key = ANY(:keys)
+                """
+            ),
+            {"agent": self.agent_id, "keys": sorted(self.outcome.touched_entities)},
+        )
+
+    def seed_profiles(self, profiles: dict[str, str], entities: Sequence[ResolvedEntity], speaker_key: str) -> None:
+        """The write path only seeds a profile that does not exist yet (seeds W17)."""
+        for name, profile in profiles.items():
+            if not profile.strip():
+                continue
+            entity = entity_for(name, entities, speaker_key)
+            self.session.execute(
+                text(
+                    "UPDATE memory_entities SET profile_text = :profile, profile_refreshed_at = now() "
+                    "WHERE agent_id = :agent AND canonical_key = :key AND profile_text IS NULL"
+                ),
+                {"profile": profile.strip(), "agent": self.agent_id, "key": entity.canonical_key},
+            )
+
+    def register_attributes(self, decisions: Sequence[FactDecision]) -> None:
+        """Count attribute keys per agent; catalogue keys are active, others proposed."""
+        keys = sorted({d.attribute_key for d in decisions if d.attribute_key})
+        for key in keys:
+            known = key in ATTRIBUTE_CATALOGUE or key in self.config.extra_attribute_keys
+            self.session.execute(
+                text(
+                    """
+                    INSERT INTO memory_attribute_registry (agent_id, key, status, seen_count, proposed_by)
+                    VALUES (:agent, :key, :status, 1, 'llm')
+                    ON CONFLICT (agent_id, key) DO UPDATE SET seen_count = memory_attribute_registry.seen_count + 1,
+                        last_seen_at = now(), updated_at = now()
+                    """
+                ),
+                {"agent": self.agent_id, "key": key[:64], "status": "active" if known else "proposed"},
+            )
+
+
+def apply_message(
+    session: Session,
+    run: RunView,
+    *,
+    extract: ExtractStageOutput,
+    resolution: ResolveStageOutput,
+    reconciliation: ReconcileStageOutput,
+    config: MemoryConfig,
+    speaker_key: str,
+    offline: bool,
+) -> ApplyOutcome:
+    """Apply one message inside the caller's transaction (the caller holds the agent lock)."""
+    applier = Applier(session, run, config, provenance="rule" if offline else "llm")
+    entities = applier.settle_entities(resolution)
+    remap = {
+        before.canonical_key: after.canonical_key
+        for before, after in zip(resolution.entities, entities, strict=True)
+        if before.canonical_key != after.canonical_key
+    }
+    decisions = [
+        decision.model_copy(update={"entity_key": remap[decision.entity_key]})
+        if decision.entity_key in remap
+        else decision
+        for decision in reconciliation.decisions
+    ]
+    for decision in decisions:
+        try:
+            with session.begin_nested():
+                applier.apply_decision(decision)
+        # Seeds: one fact failing (its savepoint rolled back) must not abort the others.
+        except Exception as error:
+            applier.outcome.warnings.append(f"fact {decision.index} not written: {type(error).__name__}: {error}")
+    applier.link_facts(decisions, entities)
+    applier.upsert_relationships(extract, entities, decisions, speaker_key)
+    applier.seed_profiles(extract.extraction.updated_profiles, entities, speaker_key)
+    applier.register_attributes(decisions)
+    applier.refresh_entity_counts()
+    return applier.outcome

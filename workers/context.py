@@ -1,0 +1,28 @@
+"""The per-process write context of a worker, built lazily (after a prefork child is forked)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from memory_core.settings import Settings
+from memory_core.write.context import WriteContext, build_write_context
+
+_lock = threading.Lock()
+
+
+def get_write_context(app: Any) -> WriteContext:
+    """The context of ``app``'s settings (or its test factory), created once per process."""
+    context: WriteContext | None = getattr(app, "_arandu_write_context", None)
+    if context is not None:
+        return context
+    with _lock:
+        context = getattr(app, "_arandu_write_context", None)
+        if context is None:
+            factory: Callable[[Settings], WriteContext] = (
+                getattr(app, "arandu_context_factory", None) or build_write_context
+            )
+            context = factory(app.arandu_settings)
+            app._arandu_write_context = context
+    return context

@@ -1,0 +1,1 @@
+"""Celery tasks: thin wrappers that take ids and call ``memory_core``."""

@@ -1,0 +1,147 @@
+"""The write pipeline's tasks: ``ingest.extract`` -> ``apply.resolve`` -> ``apply.reconcile`` -> ``apply.upsert``.
+
+Tasks take an event id and nothing else; state lives in PostgreSQL. Failures retry with
+exponential backoff and jitter, never sooner than the provider's Retry-After; the run row
+counts attempts (Redis has no dead-letter queue), and past the cap the run is ``failed``
+with its stage and error until someone re-drives it.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from celery import Celery, Task, chain
+from celery.canvas import Signature
+
+from memory_core.providers.errors import ProviderRequestError, RetryableProviderError
+from memory_core.write.pipeline import StageOutcome, run_extract, run_reconcile, run_resolve, run_upsert
+from memory_core.write.runs import claim_stuck_runs, mark_failed, record_attempt
+from memory_core.write.schemas import STAGES
+from workers.context import get_write_context
+
+logger = logging.getLogger("arandu.pipeline")
+
+STAGE_TASKS: dict[str, str] = {
+    "extract": "ingest.extract",
+    "resolve": "apply.resolve",
+    "reconcile": "apply.reconcile",
+    "upsert": "apply.upsert",
+}
+STAGE_FUNCTIONS: dict[str, Callable[[Any, uuid.UUID], StageOutcome]] = {
+    "extract": run_extract,
+    "resolve": run_resolve,
+    "reconcile": run_reconcile,
+    "upsert": run_upsert,
+}
+DISPATCH_CHUNK = 500
+
+
+def retry_delay(attempt: int, base_s: float, max_s: float, retry_after_s: float | None) -> float:
+    """Exponential backoff with full jitter, never shorter than what the provider asked for."""
+    ceiling = min(max_s, base_s * (2 ** max(attempt - 1, 0)))
+    delay = random.uniform(ceiling / 2, ceiling)  # noqa: S311 - jitter, not cryptography
+    return max(delay, retry_after_s or 0.0)
+
+
+def pipeline_chain(app: Celery, event_id: str, start: str = "extract") -> Signature:
+    """The chain of stage tasks for one event, from ``start`` to ``upsert``."""
+    first = STAGES.index(start)
+    return chain(*(app.signature(STAGE_TASKS[stage], args=(event_id,), immutable=True) for stage in STAGES[first:]))
+
+
+def enqueue_events(app: Celery, event_ids: Sequence[str], start: str = "extract") -> None:
+    """Start the pipeline for ``event_ids``: directly for a few, through ``ingest.dispatch`` for many."""
+    if len(event_ids) <= 8:
+        for event_id in event_ids:
+            pipeline_chain(app, event_id, start).apply_async()
+        return
+    for offset in range(0, len(event_ids), DISPATCH_CHUNK):
+        app.signature(
+            "ingest.dispatch", args=(list(event_ids[offset : offset + DISPATCH_CHUNK]), start), immutable=True
+        ).apply_async()
+
+
+def _run_stage(task: Task, stage: str, event_id: str) -> str:
+    context = get_write_context(task.app)
+    settings = context.settings
+    run_id = uuid.UUID(event_id)
+    try:
+        return STAGE_FUNCTIONS[stage](context, run_id)
+    except ProviderRequestError as error:
+        # A bad key or unknown model will not fix itself by waiting.
+        with context.sessions.begin() as session:
+            mark_failed(session, run_id, stage, f"{type(error).__name__}: {error}")
+        logger.error("event %s failed at %s: %s", event_id, stage, error)
+        return "failed"
+    except Exception as error:
+        message = f"{type(error).__name__}: {error}"
+        with context.sessions.begin() as session:
+            attempts = record_attempt(session, run_id, stage, message)
+            if attempts >= settings.pipeline_max_attempts:
+                mark_failed(session, run_id, stage, message)
+        if attempts >= settings.pipeline_max_attempts:
+            logger.error("event %s failed at %s after %d attempts: %s", event_id, stage, attempts, message)
+            return "failed"
+        retry_after = error.retry_after_s if isinstance(error, RetryableProviderError) else None
+        countdown = retry_delay(attempts, settings.pipeline_retry_base_s, settings.pipeline_retry_max_s, retry_after)
+        logger.warning(
+            "event %s: %s attempt %d failed (%s); retrying in %.1f s", event_id, stage, attempts, message, countdown
+        )
+        raise task.retry(countdown=countdown, exc=error, max_retries=None) from error
+
+
+def register_pipeline_tasks(app: Celery) -> None:
+    """Define the pipeline's tasks on ``app``."""
+
+    @app.task(name="ingest.extract", bind=True)
+    def extract(self: Task, event_id: str) -> str:
+        """Stage 1: extraction."""
+        return _run_stage(self, "extract", event_id)
+
+    @app.task(name="apply.resolve", bind=True)
+    def resolve(self: Task, event_id: str) -> str:
+        """Stage 2: entity resolution."""
+        return _run_stage(self, "resolve", event_id)
+
+    @app.task(name="apply.reconcile", bind=True)
+    def reconcile(self: Task, event_id: str) -> str:
+        """Stage 3: reconciliation decisions."""
+        return _run_stage(self, "reconcile", event_id)
+
+    @app.task(name="apply.upsert", bind=True)
+    def upsert(self: Task, event_id: str) -> str:
+        """Stage 4: apply under the agent's lock."""
+        return _run_stage(self, "upsert", event_id)
+
+    @app.task(name="ingest.dispatch", bind=True)
+    def dispatch(self: Task, event_ids: list[str], start: str = "extract") -> int:
+        """Fan a batch out into one chain per event (keeps the API's batch answer fast)."""
+        for event_id in event_ids:
+            pipeline_chain(self.app, event_id, start).apply_async()
+        return len(event_ids)
+
+    @app.task(name="apply.sweep_stuck_runs", bind=True)
+    def sweep_stuck_runs(self: Task, limit: int = 1000) -> int:
+        """Re-enqueue runs idle too long (lost enqueue, dead worker); fail those past the attempt cap."""
+        context = get_write_context(self.app)
+        settings = context.settings
+        with context.sessions.begin() as session:
+            stuck = claim_stuck_runs(session, settings.pipeline_stale_after_s, limit)
+            for run in stuck:
+                if run.attempts >= settings.pipeline_max_attempts:
+                    mark_failed(
+                        session,
+                        run.event_id,
+                        run.next_stage,
+                        f"stuck before {run.next_stage} after {run.attempts} attempts (worker lost?)",
+                    )
+        for run in stuck:
+            if run.attempts < settings.pipeline_max_attempts:
+                pipeline_chain(self.app, str(run.event_id), run.next_stage).apply_async()
+        if stuck:
+            logger.warning("sweeper re-enqueued %d stuck runs", len(stuck))
+        return len(stuck)
