@@ -1,4 +1,4 @@
-"""The FastAPI application: health probes now; the memory endpoints join as the pipelines land."""
+"""The FastAPI application: health probes and the ``/v1`` write endpoints (messages, imports, events)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,10 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import text
 from starlette.concurrency import run_in_threadpool
 
-from memory_core.db.engine import create_db_engine
+from api.dependencies import build_state, install_request_schemas
+from api.errors import install_error_handlers
+from api.routes import events, imports, messages
+from api.schemas import BatchIn, ImportIn, MessageIn, RetryIn
 from memory_core.db.migrate import check_schema
 from memory_core.settings import Settings, get_settings
 from workers.health import check_broker
@@ -23,7 +26,8 @@ logger = logging.getLogger("arandu.api")
 def create_app(settings: Settings | None = None) -> FastAPI:
     """Build the API for ``settings``; refuses to start on a database that does not fit them."""
     settings = settings or get_settings()
-    engine = create_db_engine(settings)
+    state = build_state(settings)
+    engine = state.engine
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -31,7 +35,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # dimension or lacks pgvector: the message names both numbers.
         await run_in_threadpool(check_schema, engine, settings)
         yield
-        engine.dispose()
+        state.close()
 
     app = FastAPI(
         title="arandu",
@@ -41,6 +45,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.engine = engine
+    app.state.api = state
+    install_error_handlers(app)
+    app.include_router(messages.router)
+    app.include_router(imports.router)
+    app.include_router(events.router)
+    install_request_schemas(app, [MessageIn, BatchIn, ImportIn, RetryIn])
 
     @app.get("/healthz", tags=["operations"])
     def healthz() -> dict[str, str]:

@@ -115,7 +115,9 @@ class Settings(BaseSettings):
     pipeline_max_attempts: int = Field(default=6, ge=1, le=100)
     pipeline_retry_base_s: float = Field(default=2.0, gt=0, le=600)
     pipeline_retry_max_s: float = Field(default=300.0, gt=0, le=3600)
-    pipeline_stale_after_s: float = Field(default=600.0, ge=1, le=7 * 24 * 3600)
+    pipeline_stale_after_s: float = Field(default=600.0, ge=0.5, le=7 * 24 * 3600)
+    # A run re-enqueued this many times without moving is failed: its message probably kills workers.
+    pipeline_max_sweeps: int = Field(default=5, ge=1, le=10000)
 
     llm_provider: LLMProviderName | None = None
     llm_model: str | None = None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,13 +15,17 @@ from tests.support.services import TestServices, start_test_services
 
 
 @pytest.fixture(scope="session")
-def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestServices]:
+def services() -> Iterator[TestServices]:
     """The session's PostgreSQL and Redis (embedded unless ARANDU_TEST_*_URL are given)."""
-    running = start_test_services(tmp_path_factory.mktemp("stack"))
+    # A folder of our own rather than pytest's numbered temp dirs, which a concurrent pytest
+    # session may prune while this one's servers still live there.
+    home = Path(tempfile.mkdtemp(prefix="arandu-test-stack-"))
+    running = start_test_services(home)
     try:
         yield running
     finally:
         running.close()
+        shutil.rmtree(home, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

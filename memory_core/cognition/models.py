@@ -31,6 +31,23 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
+# --- emotion ---------------------------------------------------------------------------
+
+
+class EmotionInput(_Model):
+    """A message whose emotional tone is wanted."""
+
+    text: str
+
+
+class EmotionOutput(_Model):
+    """Primary emotion label, its intensity in [0, 1], and the speaker's energy."""
+
+    emotion: str = "neutral"
+    intensity: float = Field(default=0.0, ge=0.0, le=1.0)
+    energy: Energy = "medium"
+
+
 # --- extraction ------------------------------------------------------------------------
 
 
@@ -105,6 +122,9 @@ class ExtractionOutput(_Model):
     relation_retry_triggered: bool = Field(
         default=False, description="set by blind extraction when it asked again for relations (not an LLM field)"
     )
+    emotion: EmotionOutput | None = Field(
+        default=None, description="the message's emotional tone, when the extraction call also tagged it"
+    )
 
 
 # --- entity resolution -----------------------------------------------------------------
@@ -166,20 +186,3 @@ class ReconcileOutput(_Model):
     action: ReconcileAction = "ADD"
     target_fact_id: str | None = None
     reason: str = ""
-
-
-# --- emotion ---------------------------------------------------------------------------
-
-
-class EmotionInput(_Model):
-    """A message whose emotional tone is wanted."""
-
-    text: str
-
-
-class EmotionOutput(_Model):
-    """Primary emotion label, its intensity in [0, 1], and the speaker's energy."""
-
-    emotion: str = "neutral"
-    intensity: float = Field(default=0.0, ge=0.0, le=1.0)
-    energy: Energy = "medium"

@@ -103,6 +103,7 @@ def _merge(outputs: list[ExtractionOutput]) -> ExtractionOutput:
         merged.relations.extend(output.relations)
         merged.updated_profiles.update(output.updated_profiles)
         merged.relation_retry_triggered |= output.relation_retry_triggered
+        merged.emotion = merged.emotion or output.emotion
     return merged
 
 
@@ -125,22 +126,21 @@ def compute_extraction(
 
     started = time.perf_counter()
     event_vector = ctx.embedder.embed_one(message)
-    emotion_call = call_skill(
-        ctx.skills.tag_emotion,
-        EmotionInput(text=message),
-        EmotionOutput,
-        cache=cache,
-        cache_key="tag_emotion",
-        cacheable=cacheable,
-    )
-    tokens = tokens.plus(emotion_call.tokens)
-    trace.append(
-        TraceStep(
-            name="emotion",
-            duration_ms=(time.perf_counter() - started) * 1000,
-            data={"emotion": emotion_call.output.model_dump() if emotion_call.output else None},
+    emotion: EmotionOutput | None = None
+    if not cacheable:
+        # Offline rules tag emotion for free. An LLM tags it inside the extraction call instead:
+        # a second call per message would double the cost; events it could not tag are picked
+        # up by the consolidation job.
+        emotion_call = call_skill(ctx.skills.tag_emotion, EmotionInput(text=message), EmotionOutput)
+        tokens = tokens.plus(emotion_call.tokens)
+        emotion = emotion_call.output
+        trace.append(
+            TraceStep(
+                name="emotion",
+                duration_ms=(time.perf_counter() - started) * 1000,
+                data={"emotion": emotion.model_dump() if emotion else None},
+            )
         )
-    )
 
     started = time.perf_counter()
     informed = config.enable_informed_extraction
@@ -201,7 +201,9 @@ def compute_extraction(
         elif result is None:
             errors.append(call.error or "extraction failed")
         outputs.append(result or ExtractionOutput())
-    extraction = group_aliases(_merge(outputs), speaker)
+    merged = _merge(outputs)
+    emotion = emotion or merged.emotion
+    extraction = group_aliases(merged, speaker)
     facts = prepare_facts(extraction, config, ctx.embedder.embed)
     trace.append(
         TraceStep(
@@ -230,8 +232,8 @@ def compute_extraction(
         chunks=len(chunks),
         used_fallback=used_fallback,
         error="; ".join(errors) or None,
-        emotion=emotion_call.output.model_dump() if emotion_call.output else None,
+        emotion=emotion.model_dump() if emotion else None,
         tokens=tokens,
         trace=trace,
     )
-    return ExtractionResult(output=output, event_embedding=event_vector, emotion=emotion_call.output)
+    return ExtractionResult(output=output, event_embedding=event_vector, emotion=emotion)

@@ -35,3 +35,42 @@ def entity_key(entity_type: str | None, name: str) -> str:
 def normalize_alias(alias: str) -> str:
     """How aliases are stored and matched: folded, single-spaced."""
     return " ".join(fold(alias).split())
+
+
+_CONNECTORS = frozenset({"de", "da", "do", "dos", "das", "of", "the", "e", "and", "van", "von", "del", "la"})
+
+
+def _words(name: str) -> list[str]:
+    return [word for word in _NON_WORD.sub(" ", fold(name)).split() if word not in _CONNECTORS]
+
+
+def _words_match(left: str, right: str) -> bool:
+    if left == right:
+        return True
+    # Numbers tell things apart ("Apollo 11", "Room 101"): they must be equal.
+    if any(ch.isdigit() for ch in left + right):
+        return False
+    shorter, longer = sorted((left, right), key=len)
+    if len(shorter) >= 3 and longer.startswith(shorter):
+        return True
+    common = 0
+    for a, b in zip(left, right, strict=False):
+        if a != b:
+            break
+        common += 1
+    return common >= 4 and common >= 0.6 * len(shorter)
+
+
+def names_compatible(left: str, right: str) -> bool:
+    """Could the two names denote one entity? ("Ana" ~ "Ana Souza", "Carol" ~ "Carolina"; "Ana Souza" !~ "Ana Silva").
+
+    Every word of the shorter name must match a word of the longer one (equal, or a prefix /
+    diminutive of it), and two multi-word names must agree on their last word (the surname).
+    """
+    a, b = _words(left), _words(right)
+    if not a or not b:
+        return False
+    shorter, longer = (a, b) if len(a) <= len(b) else (b, a)
+    if len(shorter) > 1 and not _words_match(shorter[-1], longer[-1]):
+        return False
+    return all(any(_words_match(word, other) for other in longer) for word in shorter)

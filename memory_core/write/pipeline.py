@@ -123,7 +123,15 @@ def run_resolve(ctx: WriteContext, event_id: uuid.UUID) -> StageOutcome:
             config=ctx.config_for(run.options),
             cache=cache,
         )
-    return _store(ctx, event_id, "resolve", "resolved", output.model_dump(mode="json"), started, output.tokens)
+    return _store(
+        ctx,
+        event_id,
+        stage="resolve",
+        status="resolved",
+        output=output.model_dump(mode="json"),
+        started=started,
+        tokens=output.tokens,
+    )
 
 
 def run_reconcile(ctx: WriteContext, event_id: uuid.UUID) -> StageOutcome:
@@ -147,7 +155,15 @@ def run_reconcile(ctx: WriteContext, event_id: uuid.UUID) -> StageOutcome:
             config=ctx.config_for(run.options),
             cache=cache,
         )
-    return _store(ctx, event_id, "reconcile", "reconciled", output.model_dump(mode="json"), started, output.tokens)
+    return _store(
+        ctx,
+        event_id,
+        stage="reconcile",
+        status="reconciled",
+        output=output.model_dump(mode="json"),
+        started=started,
+        tokens=output.tokens,
+    )
 
 
 def run_upsert(ctx: WriteContext, event_id: uuid.UUID) -> StageOutcome:
@@ -263,6 +279,7 @@ def build_result(
 def _store(
     ctx: WriteContext,
     event_id: uuid.UUID,
+    *,
     stage: str,
     status: str,
     output: dict[str, Any],

@@ -179,7 +179,7 @@ def closest_active_facts(
                 ), same_slot AS (
                     SELECT id FROM memory_facts
                     WHERE agent_id = :agent AND entity_key = :key AND valid_to IS NULL
-                      AND :attribute IS NOT NULL AND attribute_key = :attribute
+                      AND CAST(:attribute AS varchar) IS NOT NULL AND attribute_key = CAST(:attribute AS varchar)
                 )
                 SELECT f.id, f.entity_key, f.fact_text, f.attribute_key, f.valid_from,
                        COALESCE(1 - (f.embedding_vec <=> CAST(:vec AS vector)), 0.0) AS similarity

@@ -19,7 +19,7 @@ from memory_core.cognition.models import DisambiguationInput, DisambiguationOutp
 from memory_core.config import MemoryConfig
 from memory_core.write import repository
 from memory_core.write.context import WriteContext
-from memory_core.write.naming import entity_key, fold, normalize_alias, normalize_entity_type
+from memory_core.write.naming import entity_key, fold, names_compatible, normalize_alias, normalize_entity_type
 from memory_core.write.schemas import ResolvedEntity, ResolveStageOutput, TokenCount, TraceStep
 from memory_core.write.skill_calls import SkillCache, call_skill
 
@@ -141,7 +141,13 @@ def resolve_entities(
             candidates = repository.nearest_entities(session, agent_id, vector, config.llm_resolution_max_candidates)
             best = candidates[0] if candidates else None
             choice: tuple[str, str, str, str] | None = None
-            if best is not None and best[1] >= config.fuzzy_threshold:
+            # Embeddings of short names are noisy (hashing ones are merely lexical): a close vector
+            # only resolves when the names could be the same at all ("Ana Souza" is not "Ana Silva").
+            if (
+                best is not None
+                and best[1] >= config.fuzzy_threshold
+                and names_compatible(entity.name, best[0].display_name)
+            ):
                 choice = (best[0].canonical_key, best[0].display_name, best[0].entity_type, "fuzzy")
             elif best is not None and best[1] >= config.fuzzy_lower_threshold and config.enable_llm_resolution:
                 call = call_skill(
@@ -170,6 +176,12 @@ def resolve_entities(
                 tokens = tokens.plus(call.tokens)
                 chosen = call.output.match if call.output else None
                 picked = next((row for row, _ in candidates if row.canonical_key == chosen), None)
+                if (
+                    picked is not None
+                    and ctx.skills.kind != "llm"
+                    and not names_compatible(entity.name, picked.display_name)
+                ):
+                    picked = None
                 if picked is not None:
                     choice = (picked.canonical_key, picked.display_name, picked.entity_type, "llm")
             if choice is None:

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select, text, update
+from sqlalchemy import func, literal, select, text, update
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Session
 
 from memory_core.db.models import Import, MemoryEvent, PipelineRun
@@ -63,6 +64,10 @@ def load_run(session: Session, event_id: uuid.UUID, *, for_update: bool = False)
     )
 
 
+def _jsonb(value: Any) -> Any:
+    return literal(value, type_=JSONB)
+
+
 def complete_stage(
     session: Session,
     event_id: uuid.UUID,
@@ -84,11 +89,11 @@ def complete_stage(
         "stage": stage,
         "error": None,
         "updated_at": func.now(),
-        "stage_outputs": PipelineRun.stage_outputs.op("||")(func.jsonb_build_object(stage, output)),
+        "stage_outputs": PipelineRun.stage_outputs.op("||")(func.jsonb_build_object(stage, _jsonb(output))),
         "timings": PipelineRun.timings.op("||")(func.jsonb_build_object(stage, round(duration_ms, 2))),
     }
     if tokens:
-        values["token_usage"] = PipelineRun.token_usage.op("||")(func.jsonb_build_object(stage, tokens))
+        values["token_usage"] = PipelineRun.token_usage.op("||")(func.jsonb_build_object(stage, _jsonb(tokens)))
     if new_status in TERMINAL_STATUSES:
         values["finished_at"] = func.now()
     result = session.execute(
@@ -141,6 +146,7 @@ def redrive(session: Session, event_id: uuid.UUID, *, from_scratch: bool) -> str
     else:
         return None
     run.attempts = 0
+    run.sweeps = 0
     run.error = None
     run.finished_at = None
     run.updated_at = session.execute(select(func.now())).scalar_one()
@@ -154,7 +160,7 @@ class StuckRun:
     event_id: uuid.UUID
     agent_id: str
     next_stage: str
-    attempts: int
+    sweeps: int
 
 
 NEXT_STAGE_FOR_STATUS: dict[str, str] = {status: stage for stage, status in STAGE_INPUT_STATUS.items()}
@@ -165,7 +171,7 @@ def claim_stuck_runs(session: Session, stale_after_s: float, limit: int) -> list
     rows = session.execute(
         text(
             """
-            UPDATE pipeline_runs SET updated_at = now(), attempts = attempts + 1
+            UPDATE pipeline_runs SET updated_at = now(), sweeps = sweeps + 1
             WHERE event_id IN (
                 SELECT event_id FROM pipeline_runs
                 WHERE status IN ('received', 'extracted', 'resolved', 'reconciled')
@@ -174,7 +180,7 @@ def claim_stuck_runs(session: Session, stale_after_s: float, limit: int) -> list
                 LIMIT :limit
                 FOR UPDATE SKIP LOCKED
             )
-            RETURNING event_id, agent_id, status, attempts
+            RETURNING event_id, agent_id, status, sweeps
             """
         ),
         {"stale": stale_after_s, "limit": limit},
@@ -184,7 +190,7 @@ def claim_stuck_runs(session: Session, stale_after_s: float, limit: int) -> list
             event_id=row.event_id,
             agent_id=row.agent_id,
             next_stage=NEXT_STAGE_FOR_STATUS[row.status],
-            attempts=row.attempts,
+            sweeps=row.sweeps,
         )
         for row in rows
     ]

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
-from sqlalchemy import func, update
+from sqlalchemy import func, literal, update
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Session, sessionmaker
 
 from memory_core.cognition.skill import Skill, SkillOutputError
@@ -68,12 +69,13 @@ class SkillCache:
                 update(PipelineRun)
                 .where(PipelineRun.event_id == self.event_id)
                 .values(
-                    stage_outputs=func.jsonb_set(
-                        PipelineRun.stage_outputs,
-                        "{llm_cache}",
-                        func.coalesce(PipelineRun.stage_outputs["llm_cache"], func.jsonb_build_object()).op("||")(
-                            func.jsonb_build_object(key, value)
-                        ),
+                    stage_outputs=PipelineRun.stage_outputs.op("||")(
+                        func.jsonb_build_object(
+                            "llm_cache",
+                            func.coalesce(PipelineRun.stage_outputs["llm_cache"], func.jsonb_build_object()).op("||")(
+                                func.jsonb_build_object(key, literal(value, type_=JSONB))
+                            ),
+                        )
                     )
                 )
             )

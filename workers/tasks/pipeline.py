@@ -91,40 +91,41 @@ def _run_stage(task: Task, stage: str, event_id: str) -> str:
         logger.warning(
             "event %s: %s attempt %d failed (%s); retrying in %.1f s", event_id, stage, attempts, message, countdown
         )
-        raise task.retry(countdown=countdown, exc=error, max_retries=None) from error
+        # The run row counts attempts; Celery's own limit is off (max_retries=None on the task).
+        raise task.retry(countdown=countdown, exc=error) from error
 
 
 def register_pipeline_tasks(app: Celery) -> None:
     """Define the pipeline's tasks on ``app``."""
 
-    @app.task(name="ingest.extract", bind=True)
+    @app.task(name="ingest.extract", bind=True, shared=False, max_retries=None)
     def extract(self: Task, event_id: str) -> str:
         """Stage 1: extraction."""
         return _run_stage(self, "extract", event_id)
 
-    @app.task(name="apply.resolve", bind=True)
+    @app.task(name="apply.resolve", bind=True, shared=False, max_retries=None)
     def resolve(self: Task, event_id: str) -> str:
         """Stage 2: entity resolution."""
         return _run_stage(self, "resolve", event_id)
 
-    @app.task(name="apply.reconcile", bind=True)
+    @app.task(name="apply.reconcile", bind=True, shared=False, max_retries=None)
     def reconcile(self: Task, event_id: str) -> str:
         """Stage 3: reconciliation decisions."""
         return _run_stage(self, "reconcile", event_id)
 
-    @app.task(name="apply.upsert", bind=True)
+    @app.task(name="apply.upsert", bind=True, shared=False, max_retries=None)
     def upsert(self: Task, event_id: str) -> str:
         """Stage 4: apply under the agent's lock."""
         return _run_stage(self, "upsert", event_id)
 
-    @app.task(name="ingest.dispatch", bind=True)
+    @app.task(name="ingest.dispatch", bind=True, shared=False, max_retries=None)
     def dispatch(self: Task, event_ids: list[str], start: str = "extract") -> int:
         """Fan a batch out into one chain per event (keeps the API's batch answer fast)."""
         for event_id in event_ids:
             pipeline_chain(self.app, event_id, start).apply_async()
         return len(event_ids)
 
-    @app.task(name="apply.sweep_stuck_runs", bind=True)
+    @app.task(name="apply.sweep_stuck_runs", bind=True, shared=False, max_retries=None)
     def sweep_stuck_runs(self: Task, limit: int = 1000) -> int:
         """Re-enqueue runs idle too long (lost enqueue, dead worker); fail those past the attempt cap."""
         context = get_write_context(self.app)
@@ -132,15 +133,16 @@ def register_pipeline_tasks(app: Celery) -> None:
         with context.sessions.begin() as session:
             stuck = claim_stuck_runs(session, settings.pipeline_stale_after_s, limit)
             for run in stuck:
-                if run.attempts >= settings.pipeline_max_attempts:
+                if run.sweeps > settings.pipeline_max_sweeps:
                     mark_failed(
                         session,
                         run.event_id,
                         run.next_stage,
-                        f"stuck before {run.next_stage} after {run.attempts} attempts (worker lost?)",
+                        f"stuck before {run.next_stage}: re-enqueued {run.sweeps - 1} times without progress "
+                        "(a worker may be dying on this message)",
                     )
         for run in stuck:
-            if run.attempts < settings.pipeline_max_attempts:
+            if run.sweeps <= settings.pipeline_max_sweeps:
                 pipeline_chain(self.app, str(run.event_id), run.next_stage).apply_async()
         if stuck:
             logger.warning("sweeper re-enqueued %d stuck runs", len(stuck))

@@ -28,6 +28,7 @@ from memory_core.cognition.llm.prompts import (
 )
 from memory_core.cognition.llm_skill import LLMSkill
 from memory_core.cognition.models import (
+    EmotionOutput,
     ExtractedEntity,
     ExtractedFact,
     ExtractedRelation,
@@ -86,6 +87,7 @@ class _ExtractionAnswer(BaseModel):
     updated_profiles: dict[str, str] = Field(
         default_factory=dict, description="entity name -> short English profile, only for entities the message changes"
     )
+    emotion: EmotionOutput | None = Field(default=None, description="the emotional tone its author gives the message")
 
 
 class _EntityScan(BaseModel):
@@ -251,6 +253,7 @@ class InformedExtractionSkill:
             facts=answer.facts[: max(skill_input.max_facts, 0)],
             relations=answer.relations,
             updated_profiles=answer.updated_profiles,
+            emotion=answer.emotion,
         )
         return SkillOutcome(output=output, usage=outcome.usage, duration_ms=outcome.duration_ms)
 

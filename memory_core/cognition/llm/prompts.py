@@ -80,6 +80,9 @@ an ended relationship); NEW otherwise.
 
 {_RELATION_RULES} Every relation must also appear as a fact.
 
+emotion: the tone its author gives the message (one lower-case English word, intensity 0-1, energy \
+low/medium/high); plain factual messages are neutral.
+
 updated_profiles: for each entity the message teaches something about, 1-3 sentences in English \
 merging its known profile or facts with the new information. Leave out entities it does not change.
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
-from memory_core.write.naming import fold
+from memory_core.write.naming import fold, normalize_alias
 
 __all__ = [
     "ALWAYS_STOP",
@@ -20,9 +21,11 @@ __all__ = [
     "WORD_RE",
     "Language",
     "NameSpan",
+    "alias_key",
     "detect_language",
     "find_names",
     "fold_aligned",
+    "fold_word",
     "is_question",
     "is_small_talk",
     "sentence_spans",
@@ -36,6 +39,19 @@ Language = Literal["en", "pt"]
 # A word: letters/digits joined by apostrophes or hyphens ("I'm", "Jean-Luc", "contratou-me"),
 # or dotted initials ("S.A.", "e.g.") so company suffixes survive as one token.
 WORD_RE = re.compile(r"(?:[^\W\d_]\.){2,}|[^\W_]+(?:['’\-][^\W_]+)*")
+
+
+# Words and names repeat across messages; caching their folded forms keeps extraction cheap.
+@lru_cache(maxsize=65536)
+def fold_word(word: str) -> str:
+    """:func:`~memory_core.write.naming.fold` of a word or short name, cached."""
+    return fold(word)
+
+
+@lru_cache(maxsize=16384)
+def alias_key(name: str) -> str:
+    """:func:`~memory_core.write.naming.normalize_alias` of a name, cached."""
+    return normalize_alias(name)
 
 
 def _words(blob: str) -> frozenset[str]:
@@ -74,7 +90,7 @@ def _is_false_boundary(text: str, match: re.Match[str]) -> bool:
     word = _word_before(text, dot)
     if not word:
         return False
-    if fold(word) in _ABBREVIATIONS:
+    if fold_word(word) in _ABBREVIATIONS:
         return True
     if len(word) == 1 and word.isalpha() and word.isupper():
         return True  # an initial: "J. R. R. Tolkien", "S.A."
@@ -140,14 +156,15 @@ _SMALL_TALK_WORDS = _words(
     "night day bye goodbye see you later cya gn gm how are r u doing whats what's up sup alright fine "
     "gotcha got it np welcome please sorry oh ah uh um hmm wow right indeed exactly agreed true totally "
     "much so very a lot well and too bro dude man mate sounds perfect glad hear that's thats is it "
-    "appreciate appreciated all the best take care have nice one you're youre your doing going "
+    "appreciate appreciated all the best take care have nice one you're youre your doing going there "
+    "i'm im i’m "
     # Portuguese
     "oi ola olá opa eai eaí e aí ai tudo bem beleza blz tranquilo tranquila suave obrigado obrigada obg "
     "brigado brigada valeu vlw bom boa dia tarde noite até ate logo mais tchau falou flw sim não nao "
     "claro certo pois então entao legal show top massa ótimo otimo ótima otima perfeito perfeita "
     "como vai você voce vc está esta tá ta td tb também tambem muito mto de nada por favor desculpa "
     "desculpe foi mal entendi hum nossa uau isso mesmo verdade com certeza bora vamos né ne tudo "
-    "joia jóia fechado combinado pode deixa demais tu prazer o a"
+    "joia jóia fechado combinado pode deixa demais tu prazer o a amanhã amanha breve estou tô to tá"
 )
 _SMALL_TALK_PHRASES = frozenset(
     " ".join(fold(phrase).split())
@@ -186,7 +203,7 @@ def is_small_talk(sentence: str) -> bool:
     A sentence is small talk when it has no words at all, or at most eight words that all come
     from the greeting/thanks vocabulary ("oi, tudo bem?", "thanks a lot!", "ok", "kkkk").
     """
-    words = [fold(match.group()) for match in WORD_RE.finditer(sentence)]
+    words = [fold_word(match.group()) for match in WORD_RE.finditer(sentence)]
     if not words:
         return True
     if " ".join(words) in _SMALL_TALK_PHRASES:
@@ -202,24 +219,34 @@ _PT_MARKERS = _words(
     "eu você voce não nao que de do da dos das em no na nos nas um uma com para pra meu minha meus "
     "minhas está esta estou sou é tem tenho mas também tambem mais muito já ja ele ela eles elas "
     "moro mora trabalho trabalha gosto gosta seu sua isso esse essa ao aos pelo pela foi vou vai "
-    "hoje ontem amanhã amanha agora aqui ainda nosso nossa"
+    "hoje ontem amanhã amanha agora aqui ainda nosso nossa adoro adora amo ama namorada namorado esposa "
+    "marido irmã irma irmão irmao mãe mae pai filho filha amigo amiga saiu entrou cachorro gato chama "
+    "chamado chamada trabalhava morava casado casada se mudei mudou gosto estudo estuda faz fiz"
 )
 _EN_MARKERS = _words(
     "the and i i'm i've i'll is am are was were my to of in it you that for on with at have has "
-    "we he she they this be been but not do does did just like live lives work works from your "
-    "our his her their me mine myself will would can there what today yesterday"
+    "we he she they this be been but not does did just like live lives work works from your "
+    "our his her their mine myself will would can there what today yesterday"
 )
 _PT_LETTERS = frozenset("ãõçáéíóúâêôàÃÕÇÁÉÍÓÚÂÊÔÀ")
+_PT_SHAPE = re.compile(r"^[a-z]{2,}(?:ou|ei|am|inh[oa]s?)$|^[a-z]*(?:nh|lh)[aeiou]")
+_EN_SHAPE_EXCEPTIONS = frozenset({"you", "thou", "though", "through", "am", "spam", "team", "dream", "exam"})
 
 
-def detect_language(text: str, default: Language = "en") -> Language:
-    """``"pt"`` or ``"en"`` by counting marker words (and Portuguese accented letters)."""
+def detect_language(text: str, default: Language = "en", pt_words: frozenset[str] = frozenset()) -> Language:
+    """``"pt"`` or ``"en"`` by counting marker words (and Portuguese accented letters).
+
+    ``pt_words`` adds lower-case Portuguese words to the built-in markers (the verb tables of
+    :mod:`.patterns`); a tie gives ``default``.
+    """
     pt = sum(2 for ch in text if ch in _PT_LETTERS)
     en = 0
     for match in WORD_RE.finditer(text):
         word = match.group().lower()
-        if word in _PT_MARKERS:
+        if word in _PT_MARKERS or word in pt_words:
             pt += 1
+        elif _PT_SHAPE.search(word) and word not in _EN_SHAPE_EXCEPTIONS:
+            pt += 1  # "contratou", "trabalhei", "sozinho", "filha": Portuguese by spelling alone
         if word in _EN_MARKERS:
             en += 1
     if pt == en:
@@ -262,16 +289,18 @@ def fold_aligned(text: str) -> str:
 
 # Never names, wherever they appear (pronouns, calendar words, chat acronyms, languages and
 # nationalities, titles).
-ALWAYS_STOP = _words(
-    "i i'm i’m i've i’ve i'll i’ll i'd i’d im ive eu "
+_CALENDAR = _words(
     "monday tuesday wednesday thursday friday saturday sunday mon tue wed thu fri sat sun "
     "segunda terça terca quarta quinta sexta sábado sabado domingo "
     "january february march april may june july august september october november december "
     "janeiro fevereiro março marco abril maio junho julho agosto setembro outubro novembro dezembro "
-    "jan feb mar apr jun jul aug sep sept oct nov dec "
+    "jan feb mar apr jun jul aug sep sept oct nov dec"
+)
+ALWAYS_STOP = _CALENDAR | _words(
+    "i i'm i’m i've i’ve i'll i’ll i'd i’d im ive eu "
     "ok okay tv pm am lol omg btw fyi asap pls plz ps obs etc "
     "mr mrs ms dr dra sr sra srta prof profa sir madam dona seu "
-    "god deus jesus christmas easter páscoa natal? carnaval halloween thanksgiving "
+    "god deus jesus christmas easter páscoa carnaval halloween thanksgiving "
     "english portuguese spanish french german italian japanese chinese russian korean arabic dutch "
     "inglês ingles português portugues espanhol francês frances alemão alemao italiano japonês "
     "japones chinês chines russo coreano árabe arabe holandês holandes "
@@ -332,6 +361,7 @@ INITIAL_STOP = ALWAYS_STOP | _words(
 # Lower-case words that may sit inside a name: "Rio de Janeiro", "Bank of America".
 _CONNECTORS = frozenset({"de", "da", "do", "dos", "das", "del", "della", "di", "du", "van", "von", "der", "of", "the"})
 _POSSESSIVE_SUFFIXES = ("'s", "’s")
+_CONTRACTION_SUFFIXES = ("'re", "’re", "'ve", "’ve", "'ll", "’ll", "'d", "’d", "'m", "’m", "n't", "n’t")
 _SHOUTING_MIN_LETTERS = 12
 _SHOUTING_UPPER_SHARE = 0.7
 
@@ -348,7 +378,7 @@ class NameSpan:
 
 def _looks_like_common_word(word: str) -> bool:
     """Sentence-initial single words that are verbs or adverbs by shape ("Finished", "Finalmente")."""
-    folded = fold(word)
+    folded = fold_word(word)
     if folded in INITIAL_STOP:
         return True
     if folded.endswith("mente") and len(folded) > 7:
@@ -359,10 +389,11 @@ def _looks_like_common_word(word: str) -> bool:
 
 
 def _is_shouting(sentence: str) -> bool:
-    letters = [ch for ch in sentence if ch.isalpha()]
-    if len(letters) < _SHOUTING_MIN_LETTERS:
-        return False
-    return sum(1 for ch in letters if ch.isupper()) >= _SHOUTING_UPPER_SHARE * len(letters)
+    upper = sum(map(str.isupper, sentence))
+    if upper < _SHOUTING_MIN_LETTERS * _SHOUTING_UPPER_SHARE:
+        return False  # the usual case: a few capitals, decided without counting letters
+    letters = sum(map(str.isalpha, sentence))
+    return letters >= _SHOUTING_MIN_LETTERS and upper >= _SHOUTING_UPPER_SHARE * letters
 
 
 def find_names(sentence: str) -> list[NameSpan]:
@@ -430,10 +461,17 @@ def _runs(sentence: str, tokens: list[re.Match[str]], members: list[int]) -> lis
     runs: list[list[int]] = [[]]
     for position, member in enumerate(members):
         word = tokens[member].group()
-        folded = fold(word[:-2] if _is_possessive(word) else word)
-        stop = folded in ALWAYS_STOP or (
-            position == 0 and _is_initial(sentence, tokens[member]) and folded in INITIAL_STOP
-        )
+        folded = fold_word(word[:-2] if _is_possessive(word) else word)
+        if folded.endswith(_CONTRACTION_SUFFIXES):
+            runs.append([])  # "We're", "Don't", "It's": a contraction is never a name
+            continue
+        after_connector = position > 0 and tokens[members[position - 1]].group().lower() in _CONNECTORS
+        if after_connector and folded in _CALENDAR:
+            stop = False  # "Rio de Janeiro", "Primeiro de Maio": a month inside a name
+        else:
+            stop = folded in ALWAYS_STOP or (
+                position == 0 and _is_initial(sentence, tokens[member]) and folded in INITIAL_STOP
+            )
         if stop:
             runs.append([])
         else:

@@ -344,6 +344,7 @@ def upgrade() -> None:
         sa.Column("status", sa.String(length=16), server_default=sa.text("'received'"), nullable=False),
         sa.Column("stage", sa.String(length=32), nullable=True),
         sa.Column("attempts", sa.Integer(), server_default=sa.text("0"), nullable=False),
+        sa.Column("sweeps", sa.Integer(), server_default=sa.text("0"), nullable=False),
         sa.Column("error", sa.Text(), nullable=True),
         sa.Column(
             "options", postgresql.JSONB(astext_type=sa.Text()), server_default=sa.text("'{}'::jsonb"), nullable=False

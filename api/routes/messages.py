@@ -1,0 +1,158 @@
+"""``POST /v1/agents/{agent_id}/messages`` (one message) and ``.../messages/batch`` (up to 1,000).
+
+Both store the events and their runs in one transaction, commit, then publish the pipeline:
+a worker never looks for an event that is not committed, and an event is never lost to a
+broker outage (the sweeper re-enqueues idle runs). The single-message handler is on the hot
+path: it parses once, builds nothing it could reuse and makes no extra round trip.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Path, Request
+from starlette.responses import JSONResponse
+
+from api.auth import require_api_key
+from api.dependencies import ApiState, JsonBody, answer, body_doc, get_state, parse_json
+from api.errors import ApiError
+from api.schemas import (
+    AGENT_ID_PATTERN,
+    BatchAccepted,
+    BatchIn,
+    DryRunAnswer,
+    ErrorBody,
+    MessageAccepted,
+    MessageIn,
+    prepare_messages,
+)
+from memory_core.providers.errors import ProviderError, RetryableProviderError
+from memory_core.write.intake import IncomingMessage, accept_messages
+from memory_core.write.pipeline import dry_run
+
+AgentId = Annotated[
+    str, Path(pattern=AGENT_ID_PATTERN, description="1 to 128 characters: letters, digits and . _ : - @")
+]
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorBody, "description": "missing or wrong API key"},
+    413: {"model": ErrorBody, "description": "a message (or the body) is larger than the limit"},
+    415: {"model": ErrorBody, "description": "the body is not JSON"},
+    422: {"model": ErrorBody, "description": "invalid request; `detail` names every bad field"},
+}
+
+router = APIRouter(tags=["messages"], dependencies=[Depends(require_api_key)])
+
+MAX_WARNINGS = 50
+
+
+def _single(index: int) -> str:
+    return "body"
+
+
+def _batch_item(index: int) -> str:
+    return f"body.messages[{index}]"
+
+
+def cap_warnings(warnings: list[str]) -> list[str]:
+    """At most :data:`MAX_WARNINGS` distinct warnings, and how many more there were."""
+    distinct = list(dict.fromkeys(warnings))
+    if len(distinct) <= MAX_WARNINGS:
+        return distinct
+    return [*distinct[:MAX_WARNINGS], f"... and {len(distinct) - MAX_WARNINGS} more warnings"]
+
+
+@router.post(
+    "/v1/agents/{agent_id}/messages",
+    status_code=202,
+    response_model=MessageAccepted,
+    responses={
+        200: {"model": MessageAccepted | DryRunAnswer, "description": "known message_id (nothing queued), or dry run"},
+        **ERROR_RESPONSES,
+    },
+    openapi_extra=body_doc(MessageIn),
+    summary="Send one message",
+)
+def post_message(request: Request, agent_id: AgentId, body: JsonBody) -> JSONResponse:
+    """Store a message as an event and queue its processing; answers at once with the event id.
+
+    The same ``message_id`` again for the agent returns the first event (200, ``duplicate``) and
+    queues nothing. ``dry_run`` computes the write result synchronously and stores nothing.
+    """
+    state = get_state(request)
+    payload = parse_json(MessageIn, body)
+    messages, warnings = prepare_messages(
+        (payload,),
+        _single,
+        checker=state.overrides,
+        max_message_bytes=state.settings.max_message_bytes,
+        default_source="api",
+    )
+    incoming = messages[0]
+    if payload.dry_run:
+        return _dry_run(state, agent_id, incoming, warnings)
+    with state.sessions.begin() as session:
+        accepted = accept_messages(session, agent_id, messages)[0]
+    event_id = str(accepted.event_id)
+    if not accepted.created:
+        return answer(200, {"event_id": event_id, "status": accepted.status, "duplicate": True, "warnings": warnings})
+    state.enqueue((event_id,))
+    return answer(202, {"event_id": event_id, "status": accepted.status, "duplicate": False, "warnings": warnings})
+
+
+def _dry_run(state: ApiState, agent_id: str, incoming: IncomingMessage, warnings: list[str]) -> JSONResponse:
+    try:
+        result = dry_run(
+            state.write_context(),
+            agent_id=agent_id,
+            message=incoming.message,
+            speaker=incoming.speaker_name,
+            session_id=incoming.session_id,
+            occurred_at=incoming.occurred_at,
+            options=incoming.options,
+        )
+    except RetryableProviderError as error:
+        headers = {"Retry-After": str(max(1, round(error.retry_after_s)))} if error.retry_after_s else None
+        raise ApiError(
+            503, f"the model provider is unavailable, try again later: {error.message}", headers=headers
+        ) from None
+    except ProviderError as error:
+        raise ApiError(502, f"the model provider refused the request: {error.message}") from None
+    return answer(200, {"dry_run": True, "result": result.model_dump(mode="json"), "warnings": warnings})
+
+
+@router.post(
+    "/v1/agents/{agent_id}/messages/batch",
+    status_code=202,
+    response_model=BatchAccepted,
+    responses=ERROR_RESPONSES,
+    openapi_extra=body_doc(BatchIn),
+    summary="Send up to 1,000 messages",
+)
+def post_batch(request: Request, agent_id: AgentId, body: JsonBody) -> JSONResponse:
+    """Store every message (all or none) and queue them; event ids come back in input order.
+
+    Messages whose ``message_id`` is already known keep their first event and are counted in
+    ``duplicates``; nothing is queued for them.
+    """
+    state = get_state(request)
+    payload = parse_json(BatchIn, body)
+    messages, warnings = prepare_messages(
+        payload.messages,
+        _batch_item,
+        checker=state.overrides,
+        max_message_bytes=state.settings.max_message_bytes,
+        default_source="api",
+    )
+    with state.sessions.begin() as session:
+        accepted = accept_messages(session, agent_id, messages)
+    created = list(dict.fromkeys(str(item.event_id) for item in accepted if item.created))
+    state.enqueue(created)
+    return answer(
+        202,
+        {
+            "event_ids": [str(item.event_id) for item in accepted],
+            "duplicates": sum(1 for item in accepted if not item.created),
+            "warnings": cap_warnings(warnings),
+        },
+    )

@@ -1,0 +1,389 @@
+"""Request and response models of the HTTP API, and the checks that need the settings.
+
+Requests are validated strictly, as JSON: ``"yes"`` is not a boolean and ``123`` is not a
+string. Unknown fields are refused (a typo must not be silently dropped). What pydantic
+alone cannot check (config overrides against the deployment's base config, the message
+size limit of the settings) is checked by :func:`prepare_messages`, which turns validated
+requests into the :class:`~memory_core.write.intake.IncomingMessage` the intake stores,
+without validating anything twice.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    StringConstraints,
+    WithJsonSchema,
+)
+
+from memory_core.config import ConfigOverrideError, MemoryConfig, apply_overrides
+from memory_core.write.intake import IncomingMessage
+from memory_core.write.schemas import WriteResult
+
+AGENT_ID_PATTERN = r"^[A-Za-z0-9._:@-]{1,128}$"
+MAX_BATCH_MESSAGES = 1_000
+MAX_IMPORT_MESSAGES = 10_000
+MAX_RECENT_MESSAGES = 20
+# Column widths of memory_events (speaker, session_id, message_id: 256; source: 64).
+MAX_NAME_CHARS = 256
+MAX_SOURCE_CHARS = 64
+# Overrides that would contradict the database itself.
+FIXED_CONFIG_KEYS = frozenset({"embedding_dimensions"})
+
+
+# ---- Field types ---------------------------------------------------------------------
+
+
+def _no_nul(value: str) -> str:
+    # PostgreSQL text and jsonb cannot hold U+0000: refuse it here rather than fail on insert.
+    if "\x00" in value:
+        raise ValueError("must not contain NUL characters (\\u0000)")
+    return value
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be empty or whitespace only")
+    return value
+
+
+def _strip(value: str) -> str:
+    return value.strip()
+
+
+def _parse_iso_datetime(value: Any) -> datetime:
+    """An ISO 8601 string as an aware UTC datetime; a naive one is taken as UTC."""
+    if isinstance(value, datetime):  # built in Python (tests, internal callers)
+        parsed = value
+    elif isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise ValueError(
+                f"must be an ISO 8601 date-time such as '2024-05-01T14:30:00Z', not {value[:64]!r}"
+            ) from None
+    else:
+        raise ValueError("must be an ISO 8601 date-time string such as '2024-05-01T14:30:00Z'")
+    if parsed.tzinfo is None:
+        return parsed.replace(tzinfo=UTC)
+    try:
+        return parsed.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("is out of the supported range (years 1 to 9999 in UTC)") from None
+
+
+def _check_overrides_shape(value: dict[str, Any]) -> dict[str, Any]:
+    fixed = sorted(FIXED_CONFIG_KEYS.intersection(value))
+    if fixed:
+        raise ValueError(f"{fixed[0]} cannot be overridden per request: it is fixed when the database is created")
+    _reject_nul_anywhere(value)
+    return value
+
+
+def _reject_nul_anywhere(value: Any) -> None:
+    if isinstance(value, str):
+        _no_nul(value)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _no_nul(key)
+            _reject_nul_anywhere(item)
+    elif isinstance(value, list):
+        for item in value:
+            _reject_nul_anywhere(item)
+
+
+MessageText = Annotated[str, AfterValidator(_no_nul), AfterValidator(_not_blank)]
+SpeakerName = Annotated[
+    str,
+    StringConstraints(max_length=MAX_NAME_CHARS),
+    AfterValidator(_no_nul),
+    AfterValidator(_not_blank),
+    AfterValidator(_strip),
+]
+ShortText = Annotated[str, StringConstraints(min_length=1, max_length=MAX_NAME_CHARS), AfterValidator(_no_nul)]
+SourceText = Annotated[str, StringConstraints(min_length=1, max_length=MAX_SOURCE_CHARS), AfterValidator(_no_nul)]
+RecentMessage = Annotated[str, AfterValidator(_no_nul)]
+IsoDateTime = Annotated[
+    datetime,
+    PlainValidator(_parse_iso_datetime),
+    WithJsonSchema({"type": "string", "format": "date-time", "description": "ISO 8601; naive values are UTC"}),
+]
+ConfigOverrides = Annotated[dict[str, Any], AfterValidator(_check_overrides_shape)]
+
+
+# ---- Requests ------------------------------------------------------------------------
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+class MessageFields(_Request):
+    """One conversation message, as sent alone, in a batch or in an import."""
+
+    message: MessageText = Field(description="The message text (UTF-8, at most ARANDU_MAX_MESSAGE_BYTES bytes).")
+    speaker_name: SpeakerName = Field(description="Who said it, e.g. 'Rafael' or 'assistant'.")
+    session_id: ShortText | None = Field(None, description="Conversation id; 'default' when absent.")
+    occurred_at: IsoDateTime | None = Field(None, description="When it was said (ISO 8601); now when absent.")
+    message_id: ShortText | None = Field(
+        None, description="The caller's id of the message: sending it again for the agent is a no-op."
+    )
+    source: SourceText | None = Field(None, description="Where the message came from (free label).")
+    recent_messages: list[RecentMessage] | None = Field(
+        None, max_length=MAX_RECENT_MESSAGES, description="Up to 20 preceding messages, as context for extraction."
+    )
+    config_overrides: ConfigOverrides | None = Field(
+        None, description="Per-request MemoryConfig overrides; unknown keys are ignored with a warning."
+    )
+    verbose: bool = Field(False, description="Keep a per-stage trace in the result.")
+
+
+class MessageIn(MessageFields):
+    """Body of ``POST /v1/agents/{agent_id}/messages``."""
+
+    dry_run: bool = Field(
+        False, description="Compute the write result synchronously and store nothing (no event, fact or entity)."
+    )
+
+
+class BatchIn(_Request):
+    """Body of ``POST /v1/agents/{agent_id}/messages/batch``."""
+
+    messages: list[MessageFields] = Field(min_length=1, max_length=MAX_BATCH_MESSAGES)
+
+
+class ImportMessageIn(MessageFields):
+    """A message of an import: ``occurred_at`` is required (history has dates)."""
+
+    occurred_at: IsoDateTime = Field(description="When it was said (ISO 8601); required in imports.")
+
+
+class ImportIn(_Request):
+    """JSON body of ``POST /v1/agents/{agent_id}/imports`` (NDJSON: one ImportMessageIn per line)."""
+
+    messages: list[ImportMessageIn] = Field(min_length=1, max_length=MAX_IMPORT_MESSAGES)
+
+
+class RetryIn(_Request):
+    """Optional body of ``POST /v1/events/{event_id}/retry``."""
+
+    from_scratch: bool = Field(
+        False, description="Re-process a done (or failed) event from the event log, discarding stage outputs."
+    )
+
+
+# ---- Responses (documentation; handlers answer with ready JSON) ------------------------
+
+
+class ErrorItem(BaseModel):
+    """One problem of a request: the field (``body.messages[3].speaker_name``) and what is wrong."""
+
+    field: str
+    message: str
+
+
+class ErrorBody(BaseModel):
+    """Every error answer has this shape."""
+
+    error: str
+    detail: list[ErrorItem] = Field(default_factory=list)
+    error_id: str | None = Field(None, description="Only on 500: the id under which the traceback was logged.")
+
+
+class MessageAccepted(BaseModel):
+    """A stored message (``duplicate``: its message_id was already known; nothing was queued)."""
+
+    event_id: str
+    status: str
+    duplicate: bool = False
+    warnings: list[str] = Field(default_factory=list)
+
+
+class DryRunAnswer(BaseModel):
+    """What the message would do to memory; nothing was stored."""
+
+    dry_run: bool = True
+    result: WriteResult
+    warnings: list[str] = Field(default_factory=list)
+
+
+class BatchAccepted(BaseModel):
+    """Event ids in input order; ``duplicates`` counts messages whose message_id was already known."""
+
+    event_ids: list[str]
+    duplicates: int
+    warnings: list[str] = Field(default_factory=list)
+
+
+class ImportAccepted(BaseModel):
+    """An import: ``total`` new events, ``duplicates`` messages already known."""
+
+    import_id: str
+    total: int
+    duplicates: int
+    status: str
+    warnings: list[str] = Field(default_factory=list)
+
+
+class ImportStatus(BaseModel):
+    """Progress of an import, counted from its events' runs."""
+
+    import_id: str
+    agent_id: str
+    total: int
+    duplicates: int
+    done: int
+    failed: int
+    pending: int
+    status: str
+    created_at: datetime
+
+
+class EventStatus(BaseModel):
+    """A message's pipeline run: ``status`` ends in ``done`` or ``failed``."""
+
+    event_id: str
+    agent_id: str
+    status: str
+    stage: str | None
+    attempts: int
+    error: str | None
+    occurred_at: datetime
+    message_id: str | None
+    import_id: str | None
+    created_at: datetime
+    finished_at: datetime | None
+    result: dict[str, Any] | None
+
+
+class RetryAccepted(BaseModel):
+    """A re-driven event: the pipeline runs again from ``start_stage``."""
+
+    event_id: str
+    status: str
+    start_stage: str
+
+
+# ---- Turning validated requests into intake messages -----------------------------------
+
+
+Problem = tuple[str, str]
+
+
+class InvalidRequestError(Exception):
+    """Problems found after parsing: 422 for invalid values, 413 for oversized ones."""
+
+    def __init__(self, status_code: int, problems: list[Problem]) -> None:
+        super().__init__("; ".join(f"{field}: {message}" for field, message in problems))
+        self.status_code = status_code
+        self.problems = problems
+
+
+class OverrideChecker:
+    """Validates ``config_overrides`` against the deployment's base config, caching by content.
+
+    One instance per app; the cache holds the answers for the override sets callers actually
+    send (usually a handful), so a batch of a thousand messages with the same overrides pays
+    for one validation.
+    """
+
+    def __init__(self, base: MemoryConfig, max_entries: int = 256) -> None:
+        self.base = base
+        self.max_entries = max_entries
+        self._cache: dict[str, tuple[dict[str, Any], list[str], list[Problem]]] = {}
+
+    def check(self, overrides: Mapping[str, Any]) -> tuple[dict[str, Any], list[str], list[Problem]]:
+        """The overrides worth storing (known keys), warnings, and problems as (key path, message)."""
+        try:
+            cache_key = json.dumps(overrides, sort_keys=True, allow_nan=True)
+        except (TypeError, ValueError):  # pragma: no cover - parsed JSON always serialises
+            cache_key = None
+        cached = self._cache.get(cache_key) if cache_key is not None else None
+        if cached is not None:
+            return cached
+        known = {key: value for key, value in overrides.items() if key in MemoryConfig.model_fields}
+        problems: list[Problem] = []
+        warnings: list[str] = []
+        try:
+            warnings = apply_overrides(self.base, overrides).warnings
+        except ConfigOverrideError as error:
+            problems = [(problem.path, problem.message) for problem in error.problems]
+        answer = (known, warnings, problems)
+        if cache_key is not None:
+            if len(self._cache) >= self.max_entries:
+                self._cache.clear()
+            self._cache[cache_key] = answer
+        return answer
+
+
+def _too_large(text: str, limit: int) -> bool:
+    # A character is at most 4 UTF-8 bytes: most messages skip the encode entirely.
+    return len(text) * 4 > limit and len(text.encode("utf-8")) > limit
+
+
+def prepare_messages(
+    items: Sequence[MessageFields],
+    field_of: Callable[[int], str],
+    *,
+    checker: OverrideChecker,
+    max_message_bytes: int,
+    default_source: str,
+) -> tuple[list[IncomingMessage], list[str]]:
+    """Intake messages for validated ``items``, plus warnings; raises :class:`InvalidRequestError`.
+
+    ``field_of(i)`` names item ``i`` in error fields (``body`` or ``body.messages[3]``). Every
+    item is checked before anything is returned, so a request is refused or stored as a whole.
+    Invalid values (422) are reported before oversized ones (413).
+    """
+    invalid: list[Problem] = []
+    oversized: list[Problem] = []
+    warnings: list[str] = []
+    messages: list[IncomingMessage] = []
+    for index, item in enumerate(items):
+        overrides: dict[str, Any] = {}
+        if item.config_overrides:
+            overrides, item_warnings, problems = checker.check(item.config_overrides)
+            prefix = field_of(index)
+            invalid.extend((f"{prefix}.config_overrides.{path}", message) for path, message in problems)
+            label = "" if len(items) == 1 else f"{prefix.removeprefix('body.')}: "
+            warnings.extend(label + warning for warning in item_warnings)
+        if _too_large(item.message, max_message_bytes):
+            oversized.append(
+                (f"{field_of(index)}.message", f"message is larger than the limit of {max_message_bytes} bytes (UTF-8)")
+            )
+        recent = item.recent_messages or []
+        for position, text in enumerate(recent):
+            if _too_large(text, max_message_bytes):
+                oversized.append(
+                    (
+                        f"{field_of(index)}.recent_messages[{position}]",
+                        f"recent message is larger than the limit of {max_message_bytes} bytes (UTF-8)",
+                    )
+                )
+        if invalid or oversized:
+            continue
+        messages.append(
+            IncomingMessage(
+                message=item.message,
+                speaker_name=item.speaker_name,
+                session_id=item.session_id or "default",
+                occurred_at=item.occurred_at,
+                message_id=item.message_id,
+                source=item.source or default_source,
+                options={"verbose": item.verbose, "config_overrides": overrides, "recent_messages": list(recent)},
+            )
+        )
+    if invalid:
+        raise InvalidRequestError(422, invalid)
+    if oversized:
+        raise InvalidRequestError(413, oversized)
+    return messages, warnings

@@ -1,0 +1,39 @@
+"""Command line of the benchmarks: ``python -m ops.bench ingest [--quick] [--keep-home]``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ops.bench.common import install_stop_signals
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the command line and run the chosen benchmark."""
+    parser = argparse.ArgumentParser(prog="python -m ops.bench", description="Benchmarks of the arandu stack.")
+    sub = parser.add_subparsers(dest="benchmark", required=True)
+    ingest = sub.add_parser(
+        "ingest",
+        help="write path: end to end (offline and LLM stub), API acceptance, historical import",
+        description="Ingest benchmark of the real stack; appends its figures to ops/bench/RESULTS.md.",
+    )
+    ingest.add_argument("--quick", action="store_true", help="every phase at a tenth of the size (smoke run)")
+    ingest.add_argument(
+        "--keep-home", action="store_true", help="keep the temporary ARANDU_HOME (logs, database) for diagnosis"
+    )
+    ingest.add_argument("--no-record", action="store_true", help="print the figures without appending to RESULTS.md")
+    args = parser.parse_args(argv)
+    raw_args = list(sys.argv[1:] if argv is None else argv)
+
+    install_stop_signals()
+    if args.benchmark == "ingest":
+        from ops.bench.ingest import run_ingest_benchmark
+
+        return run_ingest_benchmark(
+            quick=args.quick, keep_home=args.keep_home, record=not args.no_record, argv=raw_args[1:]
+        )
+    return 2  # pragma: no cover - argparse refuses unknown benchmarks
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,503 @@
+"""What the benchmarks share: a real stack in a throw-away home, memory sampling, figures, the results file.
+
+* :class:`BenchStack` runs the whole stack exactly as ``./ops/dev`` does (through
+  :class:`~ops.devstack.DevStack`: embedded PostgreSQL + pgvector and Redis, migrations, API
+  under uvicorn, the three worker pools, Beat, Flower) in a fresh temporary ``ARANDU_HOME``
+  with free ports, and removes every trace of it on stop, also on Ctrl-C or failure. It can
+  restart the service's processes on a fresh database with other settings (an LLM endpoint,
+  more threads) while the embedded servers keep running.
+* :class:`MemorySampler` samples the stack's proportional memory (PSS of every process plus
+  the embedded servers, :func:`ops.rss.stack_memory_bytes`) every 0.5 s in the background;
+  peaks are read per time window, so each phase gets its own.
+* :func:`machine_info`, :func:`percentile`, :func:`markdown_table` and :func:`append_results`
+  describe the run and record it in ``ops/bench/RESULTS.md``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import platform
+import shutil
+import signal
+import socket
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from types import FrameType, TracebackType
+from typing import TYPE_CHECKING, Self
+
+import psutil
+
+if TYPE_CHECKING:
+    from ops.devstack import DevStack
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+RESULTS_PATH = Path(__file__).resolve().parent / "RESULTS.md"
+# Evaluation data lives beside the checkout, never inside the package.
+SHARED_DATA = PROJECT_ROOT.parent / "shared" / "data"
+MIB = 1024 * 1024
+GIB = 1024 * MIB
+SAMPLE_INTERVAL_S = 0.5
+
+# Settings a benchmark must not inherit from the shell: it measures the defaults it states.
+_INHERITED_PREFIXES = ("ARANDU_",)
+_INHERITED_NAMES = ("OPENAI_API_KEY",)
+
+# ---- Ctrl-C and SIGTERM ----------------------------------------------------------------
+
+STOP = threading.Event()
+_cleaning = threading.Event()
+
+
+def _on_signal(signum: int, _frame: FrameType | None) -> None:
+    first = not STOP.is_set()
+    STOP.set()
+    # The first signal interrupts the benchmark; later ones (or any during clean-up) must not
+    # interrupt the clean-up itself, which stops every process and removes the home.
+    if first and not _cleaning.is_set():
+        raise KeyboardInterrupt(f"signal {signum}")
+
+
+def install_stop_signals() -> None:
+    """Turn SIGINT and SIGTERM into one KeyboardInterrupt, so every ``finally`` cleans up."""
+    signal.signal(signal.SIGINT, _on_signal)
+    signal.signal(signal.SIGTERM, _on_signal)
+
+
+@contextlib.contextmanager
+def shielded() -> Iterator[None]:
+    """A block (clean-up) that Ctrl-C does not interrupt."""
+    _cleaning.set()
+    try:
+        yield
+    finally:
+        _cleaning.clear()
+
+
+# ---- figures -------------------------------------------------------------------------
+
+
+def percentile(values: Sequence[float], pct: float) -> float:
+    """The ``pct`` percentile (0-100) with linear interpolation between ranks; NaN when empty."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    if len(ordered) == 1:
+        return float(ordered[0])
+    rank = (len(ordered) - 1) * min(max(pct, 0.0), 100.0) / 100.0
+    low = math.floor(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return float(ordered[low] + (ordered[high] - ordered[low]) * (rank - low))
+
+
+def mib(value: float) -> str:
+    """Bytes as ``1,234 MiB``."""
+    return f"{value / MIB:,.0f} MiB"
+
+
+def ms(seconds: float) -> str:
+    """Seconds as milliseconds with one decimal."""
+    return "n/a" if math.isnan(seconds) else f"{seconds * 1000:,.1f} ms"
+
+
+def secs(seconds: float) -> str:
+    """Seconds with two decimals."""
+    return "n/a" if math.isnan(seconds) else f"{seconds:,.2f} s"
+
+
+def verdict(held: bool) -> str:
+    """The mark printed beside a target."""
+    return "met" if held else "MISSED"
+
+
+# ---- the machine ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MachineInfo:
+    """What the figures were measured on."""
+
+    cpus: int
+    ram_bytes: int
+    cpu_model: str
+    python: str
+    system: str
+    date: datetime
+
+    def describe(self) -> str:
+        """One line: CPUs, model, RAM, Python, OS."""
+        return (
+            f"{self.cpus} CPUs ({self.cpu_model}), {self.ram_bytes / GIB:.1f} GiB RAM, "
+            f"Python {self.python}, {self.system}"
+        )
+
+
+def _cpu_model() -> str:
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def machine_info() -> MachineInfo:
+    """nproc, RAM, CPU model (from /proc/cpuinfo), Python version, OS, and now (UTC)."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return MachineInfo(
+        cpus=cpus,
+        ram_bytes=int(psutil.virtual_memory().total),
+        cpu_model=_cpu_model(),
+        python=platform.python_version(),
+        system=f"{platform.system()} {platform.release()}",
+        date=datetime.now(UTC),
+    )
+
+
+# ---- markdown and the results file -----------------------------------------------------
+
+
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A GitHub-flavoured markdown table (pipes in cells escaped)."""
+
+    def cell(value: str) -> str:
+        return str(value).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(cell(h) for h in headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines.extend("| " + " | ".join(cell(value) for value in row) + " |" for row in rows)
+    return "\n".join(lines)
+
+
+def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """The same table aligned in columns, for the terminal."""
+    widths = [len(h) for h in headers]
+    for row in rows:
+        widths = [max(width, len(str(value))) for width, value in zip(widths, row, strict=True)]
+    line = "  ".join("-" * width for width in widths)
+    out = ["  ".join(h.ljust(width) for h, width in zip(headers, widths, strict=True)), line]
+    out.extend("  ".join(str(v).ljust(width) for v, width in zip(row, widths, strict=True)) for row in rows)
+    return "\n".join(out)
+
+
+RESULTS_HEADER = """\
+# Benchmark results
+
+Every run of a benchmark under `ops/bench/` appends one section here: the date (UTC), the
+machine (CPUs, CPU model, RAM, Python), the exact command, and the figures with their
+targets. Runs are never edited afterwards, so the file is the history of the service's
+performance; compare runs made on the same kind of machine only.
+
+What is measured:
+
+- **The real stack**, started as `./ops/dev` starts it: the API under uvicorn, the `ingest`,
+  `apply` and `maintenance` worker pools, Beat and Flower, on the embedded PostgreSQL 16 +
+  pgvector and Redis, in a fresh temporary `ARANDU_HOME` with `ARANDU_LOG_LEVEL=WARNING`.
+  Workers keep running while the API is measured, as in production.
+- **Memory** is the proportional set size (PSS) of every process of the stack including the
+  embedded servers, sampled every 0.5 s; shared pages are split between the processes that
+  share them, so the sum is the real footprint. The benchmark process itself (load
+  generator, LLM stub) is not counted. Budget: idle under 1.5 GiB, under 2.5 GiB throughout.
+- **Processing figures** come from `pipeline_runs` in PostgreSQL: throughput is messages /
+  (last `finished_at` - first `created_at`), latency is `finished_at - created_at` per
+  message (queueing included). **API latencies** are measured by the client, per request.
+- `--quick` runs are smoke runs at a tenth of the size; their figures are not comparable.
+"""
+
+
+def append_results(section: str, path: Path = RESULTS_PATH) -> None:
+    """Append a markdown section to the results file, creating it with its header if needed."""
+    if not path.exists() or not path.read_text().strip():
+        path.write_text(RESULTS_HEADER)
+    existing = path.read_text()
+    separator = "" if existing.endswith("\n\n") else ("\n" if existing.endswith("\n") else "\n\n")
+    with path.open("a") as handle:
+        handle.write(separator + section.rstrip() + "\n")
+
+
+# ---- the stack -------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def libpq_url(url: str) -> str:
+    """A SQLAlchemy URL as psycopg (libpq) takes it."""
+    return url.replace("postgresql+psycopg://", "postgresql://", 1)
+
+
+class BenchStack:
+    """The whole stack of ``./ops/dev`` in a fresh temporary ``ARANDU_HOME`` with free ports.
+
+    ``env`` adds settings for the service's processes (``ARANDU_LOG_LEVEL`` defaults to
+    ``WARNING``); ``ARANDU_*`` and ``OPENAI_API_KEY`` variables of the calling shell are not
+    inherited, so the defaults are the service's. Use as a context manager: leaving it stops
+    every process and the embedded servers, removes the home (unless ``keep_home``) and
+    restores this process's environment.
+    """
+
+    def __init__(self, *, env: Mapping[str, str] | None = None, keep_home: bool = False, label: str = "bench") -> None:
+        self.extra_env = {"ARANDU_LOG_LEVEL": "WARNING", **dict(env or {})}
+        self.keep_home = keep_home
+        self.label = label
+        self.home: Path | None = None
+        self.devstack: DevStack | None = None
+        self.database = "arandu"
+        self._saved_environ: dict[str, str] | None = None
+
+    # -- life cycle --------------------------------------------------------------------
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def start(self) -> float:
+        """Start the embedded servers, migrate, start every process; seconds until all are ready."""
+        from memory_core.db.migrate import upgrade
+        from memory_core.settings import load_settings
+        from ops.devstack import DevStack
+
+        self._saved_environ = dict(os.environ)
+        for name in list(os.environ):
+            if name.startswith(_INHERITED_PREFIXES) or name in _INHERITED_NAMES:
+                del os.environ[name]
+        # A short path: the Redis socket lives under it and unix socket paths are limited.
+        self.home = Path(tempfile.mkdtemp(prefix=f"arandu-{self.label}-"))
+        os.environ.update(
+            {
+                "ARANDU_HOME": str(self.home),
+                "ARANDU_API_HOST": "127.0.0.1",
+                "ARANDU_API_PORT": str(free_port()),
+                "ARANDU_FLOWER_HOST": "127.0.0.1",
+                "ARANDU_FLOWER_PORT": str(free_port()),
+                **self.extra_env,
+            }
+        )
+        self.devstack = DevStack(load_settings(), STOP)
+        started = time.monotonic()
+        settings = self.devstack.prepare_environment()
+        upgrade(settings)
+        self.devstack.start_processes(settings)
+        self.devstack.wait_ready(settings)
+        return time.monotonic() - started
+
+    def restart(
+        self,
+        *,
+        database: str,
+        env: Mapping[str, str] | None = None,
+        unset: Sequence[str] = (),
+        flush_broker: bool = True,
+    ) -> float:
+        """Stop the service's processes, then start them on a fresh ``database`` with changed settings.
+
+        The embedded servers keep running. The broker is emptied first (``flush_broker``), so
+        no task of an earlier phase reaches the new processes. Returns seconds until ready.
+        """
+        from memory_core.db.migrate import upgrade
+        from memory_core.settings import load_settings
+
+        stack = self._require()
+        started = time.monotonic()
+        self._stop_processes()
+        if flush_broker:
+            self._flush_broker()
+        changes = dict(env or {})
+        if stack.embedded is None:
+            raise RuntimeError("restart on a fresh database needs the embedded PostgreSQL")
+        changes["ARANDU_DATABASE_URL"] = stack.embedded.postgres.ensure_database(database)
+        self.database = database
+        for name in unset:
+            stack.env.pop(name, None)
+            os.environ.pop(name, None)
+        stack.env.update(changes)
+        os.environ.update(changes)
+        settings = load_settings()
+        upgrade(settings)
+        stack.start_processes(settings)
+        stack.wait_ready(settings)
+        return time.monotonic() - started
+
+    def _stop_processes(self) -> None:
+        stack = self._require()
+        # DevStack.stop() stops the children, then the embedded servers: hide the servers from it.
+        embedded, stack.embedded = stack.embedded, None
+        try:
+            stack.stop()
+        finally:
+            stack.embedded = embedded
+        stack.children.clear()
+
+    def _flush_broker(self) -> None:
+        import redis
+
+        stack = self._require()
+        if stack.embedded is None:
+            return
+        client = redis.Redis(unix_socket_path=str(stack.embedded.redis.socket_path), socket_timeout=5)
+        try:
+            client.flushall()
+        finally:
+            client.close()
+
+    def stop(self) -> None:
+        """Stop every process and the embedded servers, remove the home, restore the environment."""
+        with shielded():
+            if self.devstack is not None:
+                try:
+                    self.devstack.stop()
+                finally:
+                    self.devstack = None
+            if self.home is not None and not self.keep_home:
+                shutil.rmtree(self.home, ignore_errors=True)
+            if self._saved_environ is not None:
+                os.environ.clear()
+                os.environ.update(self._saved_environ)
+                self._saved_environ = None
+
+    # -- what a benchmark needs ----------------------------------------------------------
+
+    def _require(self) -> DevStack:
+        if self.devstack is None:
+            raise RuntimeError("the stack is not started")
+        return self.devstack
+
+    @property
+    def api_url(self) -> str:
+        """``http://127.0.0.1:PORT`` of the API."""
+        return f"http://127.0.0.1:{os.environ['ARANDU_API_PORT']}"
+
+    @property
+    def api_key(self) -> str:
+        """A bearer key the API accepts."""
+        return self._require().api_key
+
+    @property
+    def database_url(self) -> str:
+        """libpq URL of the database the processes use now."""
+        return libpq_url(self._require().env["ARANDU_DATABASE_URL"])
+
+    def process_pids(self) -> list[int]:
+        """PIDs of the service's processes (their pool children are found from them)."""
+        stack = self._require()
+        return [child.popen.pid for child in stack.children if child.popen is not None]
+
+    def data_dirs(self) -> list[Path]:
+        """Data folders of the embedded servers (their processes are found by command line)."""
+        stack = self._require()
+        if stack.embedded is None:
+            return []
+        return [stack.embedded.postgres.data_dir, stack.embedded.redis.data_dir]
+
+    def memory_bytes(self) -> int:
+        """PSS of every process of the stack plus the embedded servers (not this process)."""
+        from ops.rss import stack_memory_bytes
+
+        if self.devstack is None:
+            return 0
+        return stack_memory_bytes(self.process_pids(), self.data_dirs())
+
+    def log_tails(self, lines: int = 15) -> str:
+        """The end of every process log, for a failure report."""
+        if self.devstack is None:
+            return ""
+        return "\n".join(
+            f"--- {child.name} ({child.log_path}) ---\n{child.log_tail(lines)}" for child in self.devstack.children
+        )
+
+    def processes_alive(self) -> list[str]:
+        """Names of the processes that exited (empty when all run)."""
+        if self.devstack is None:
+            return []
+        return [child.name for child in self.devstack.children if not child.alive()]
+
+
+# ---- memory sampling -----------------------------------------------------------------
+
+
+class MemorySampler:
+    """Samples the stack's memory every ``interval_s`` in a daemon thread; peaks per time window."""
+
+    def __init__(self, stack: BenchStack, interval_s: float = SAMPLE_INTERVAL_S) -> None:
+        self.stack = stack
+        self.interval_s = interval_s
+        self._samples: list[tuple[float, int]] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.errors = 0
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    def start(self) -> Self:
+        """Start sampling."""
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="memory-sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop sampling (the samples are kept)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            started = time.monotonic()
+            self.sample()
+            self._stop.wait(max(0.0, self.interval_s - (time.monotonic() - started)))
+
+    def sample(self) -> int:
+        """Take one sample now (also from the caller's thread) and return it in bytes."""
+        try:
+            value = self.stack.memory_bytes()
+        except Exception:
+            # A process exiting mid-walk, or the stack restarting: skip this sample.
+            self.errors += 1
+            return 0
+        if value > 0:
+            with self._lock:
+                self._samples.append((time.monotonic(), value))
+        return value
+
+    @property
+    def count(self) -> int:
+        """How many samples were taken."""
+        with self._lock:
+            return len(self._samples)
+
+    def peak(self, since: float = 0.0, until: float = math.inf) -> int:
+        """Largest sample taken in [since, until] (monotonic clock), 0 when there is none."""
+        with self._lock:
+            return max((value for moment, value in self._samples if since <= moment <= until), default=0)
+
+    def settled(self, seconds: float = 3.0) -> int:
+        """Median of the samples of the next ``seconds`` (memory at rest), sampling as it waits."""
+        values: list[int] = []
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            value = self.sample()
+            if value:
+                values.append(value)
+            time.sleep(self.interval_s)
+        return int(percentile(values, 50)) if values else 0

@@ -1,0 +1,154 @@
+"""Run the API in-process under a real uvicorn server, for tests that speak real HTTP.
+
+::
+
+    with serve_api(settings) as base_url:
+        httpx.post(f"{base_url}/v1/agents/a/messages", json={...}, headers=auth_headers())
+
+The server runs ``create_app(settings)`` in a background thread on a socket bound to
+127.0.0.1 with a free port (bound before the server starts, so no other process can take the
+port in between), with the app's lifespan (schema check at start, pools closed at the end).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import redis
+import uvicorn
+from fastapi import FastAPI
+from sqlalchemy import Engine, text
+
+from memory_core.settings import Settings, load_settings
+
+TEST_API_KEY = "test-key"
+
+
+def api_settings(database_url: str, broker_url: str, home: Path, **overrides: object) -> Settings:
+    """Settings for an API under test: the given services, key ``test-key``, 384-dimension embeddings."""
+    values: dict[str, object] = {
+        "database_url": database_url,
+        "broker_url": broker_url,
+        "api_keys": TEST_API_KEY,
+        "home": home,
+        "embedding_dimensions": 384,
+    }
+    values.update(overrides)
+    return load_settings(**values)
+
+
+def auth_headers(key: str = TEST_API_KEY) -> dict[str, str]:
+    """The ``Authorization`` header for ``key``."""
+    return {"Authorization": f"Bearer {key}"}
+
+
+@contextmanager
+def serve_api(settings: Settings, *, app: FastAPI | None = None, timeout_s: float = 30.0) -> Iterator[str]:
+    """Serve ``app`` (default ``create_app(settings)``) and yield its base URL once /healthz answers."""
+    if app is None:
+        from api.app import create_app
+
+        app = create_app(settings)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = int(sock.getsockname()[1])
+    config = uvicorn.Config(
+        app,
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=5,
+    )
+    server = uvicorn.Server(config)
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            server.run(sockets=[sock])
+        except BaseException as error:  # reported to the caller below
+            failure.append(error)
+
+    thread = threading.Thread(target=run, name=f"uvicorn-{port}", daemon=True)
+    thread.start()
+    base_url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_until_up(base_url, server, thread, failure, timeout_s)
+        yield base_url
+    finally:
+        server.should_exit = True
+        thread.join(timeout=timeout_s)
+        sock.close()
+        if thread.is_alive():  # pragma: no cover - only when a request hangs past the graceful timeout
+            server.force_exit = True
+            thread.join(timeout=5)
+
+
+def _wait_until_up(
+    base_url: str, server: uvicorn.Server, thread: threading.Thread, failure: list[BaseException], timeout_s: float
+) -> None:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if failure:
+            raise RuntimeError(f"the API failed to start: {failure[0]!r}") from failure[0]
+        if not thread.is_alive():
+            raise RuntimeError("the API stopped during start-up (see the lifespan error in the log)")
+        if server.started:
+            try:
+                if httpx.get(f"{base_url}/healthz", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the API did not answer /healthz within {timeout_s} s")
+        time.sleep(0.05)
+
+
+# ---- What the API stored and published, for assertions -----------------------------------
+
+STORED_TABLES = ("memory_events", "pipeline_runs", "imports", "memory_facts", "memory_entities")
+
+
+def stored_counts(engine: Engine, agent_id: str) -> dict[str, int]:
+    """Rows of ``agent_id`` in the tables a write request may touch."""
+    with engine.connect() as connection:
+        return {
+            table: int(
+                connection.execute(
+                    text(f"SELECT count(*) FROM {table} WHERE agent_id = :agent"),
+                    {"agent": agent_id},
+                ).scalar_one()
+            )
+            for table in STORED_TABLES
+        }
+
+
+def broker_client(broker_url: str) -> redis.Redis:
+    """A redis-py client on the broker (``redis+socket://`` included)."""
+    if broker_url.startswith("redis+socket://"):
+        path, _, query = broker_url.removeprefix("redis+socket://").partition("?")
+        database = 0
+        for pair in query.split("&"):
+            name, _, value = pair.partition("=")
+            if name in ("virtual_host", "db") and value.isdigit():
+                database = int(value)
+        return redis.Redis(unix_socket_path=path, db=database)
+    return redis.Redis.from_url(broker_url)
+
+
+def queued_task_names(client: redis.Redis, queue: str = "ingest") -> list[str]:
+    """Names of the tasks waiting in ``queue``, oldest first (Celery's Redis transport: a list)."""
+    names = []
+    for raw in reversed(client.lrange(queue, 0, -1)):
+        message = json.loads(raw)
+        names.append(str(message.get("headers", {}).get("task", "?")))
+    return names
