@@ -47,6 +47,27 @@ def reading(ctx: WriteContext) -> Iterator[Session]:
             yield session
 
 
+REQUIRED_OUTPUTS: dict[str, tuple[str, ...]] = {
+    "extract": (),
+    "resolve": ("extract",),
+    "reconcile": ("extract", "resolve"),
+    "upsert": ("extract", "resolve", "reconcile"),
+}
+
+
+class StageInputMissingError(RuntimeError):
+    """A run reached a stage without the outputs of the stages before it; waiting will not help."""
+
+
+def _check_inputs(run: RunView, stage: str) -> None:
+    missing = [name for name in REQUIRED_OUTPUTS[stage] if name not in run.stage_outputs]
+    if missing:
+        raise StageInputMissingError(
+            f"run {run.event_id} is at status {run.status!r} without the output of {', '.join(missing)}; "
+            "re-drive it from scratch"
+        )
+
+
 def _begin(ctx: WriteContext, event_id: uuid.UUID, stage: str, expected: str) -> RunView | StageOutcome:
     with reading(ctx) as session:
         run = load_run(session, event_id)
@@ -54,6 +75,7 @@ def _begin(ctx: WriteContext, event_id: uuid.UUID, stage: str, expected: str) ->
         return "missing"
     if run.status != expected:
         return "skipped"
+    _check_inputs(run, stage)
     return run
 
 
@@ -176,6 +198,7 @@ def run_upsert(ctx: WriteContext, event_id: uuid.UUID) -> StageOutcome:
             return "missing"
         if run.status != "reconciled":
             return "skipped"
+        _check_inputs(run, "upsert")
         lock_agent(session, run.agent_id)
         extract = ExtractStageOutput.model_validate(run.stage_outputs["extract"])
         resolution = ResolveStageOutput.model_validate(run.stage_outputs["resolve"])

@@ -12,9 +12,11 @@ from pathlib import Path
 
 import httpx
 
+from memory_core.db.migrate import upgrade
 from memory_core.settings import Settings
 from tests.support.api_server import serve_api
 from tests.support.processes import PROJECT_ROOT, service_env
+from tests.support.services import TestServices
 from tests.support.workers import isolated_app, running_worker, wait_for_runs
 from tests.workers.conftest import API_KEY
 from tests.workers.memory_queries import MemoryInspector
@@ -30,8 +32,18 @@ def _all_facts(memory: MemoryInspector, agent: str) -> Counter[tuple[str, str]]:
     return Counter((f["entity_key"], f["fact_text"]) for f in memory.all_facts(agent))
 
 
-def test_killed_worker_loses_nothing_and_applies_nothing_twice(write_settings: Settings, tmp_path: Path) -> None:
-    app = isolated_app(write_settings.model_copy(update={"pipeline_stale_after_s": 1.0, "pipeline_max_sweeps": 10000}))
+def test_killed_worker_loses_nothing_and_applies_nothing_twice(
+    write_settings: Settings, services: TestServices, tmp_path: Path
+) -> None:
+    # A database of its own: the sweeper re-enqueues every stale run it finds, and other tests
+    # leave runs that no worker of theirs processes.
+    database_url = services.new_database("arandu_crash")
+    upgrade(write_settings.model_copy(update={"database_url": database_url}))
+    app = isolated_app(
+        write_settings.model_copy(
+            update={"database_url": database_url, "pipeline_stale_after_s": 1.0, "pipeline_max_sweeps": 10000}
+        )
+    )
     own: Settings = app.arandu_settings  # type: ignore[attr-defined]
     memory = MemoryInspector(own.database_url)
     env = service_env(

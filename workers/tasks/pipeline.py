@@ -18,7 +18,14 @@ from celery import Celery, Task, chain
 from celery.canvas import Signature
 
 from memory_core.providers.errors import ProviderRequestError, RetryableProviderError
-from memory_core.write.pipeline import StageOutcome, run_extract, run_reconcile, run_resolve, run_upsert
+from memory_core.write.pipeline import (
+    StageInputMissingError,
+    StageOutcome,
+    run_extract,
+    run_reconcile,
+    run_resolve,
+    run_upsert,
+)
 from memory_core.write.runs import claim_stuck_runs, mark_failed, record_attempt
 from memory_core.write.schemas import STAGES
 from workers.context import get_write_context
@@ -71,8 +78,8 @@ def _run_stage(task: Task, stage: str, event_id: str) -> str:
     run_id = uuid.UUID(event_id)
     try:
         return STAGE_FUNCTIONS[stage](context, run_id)
-    except ProviderRequestError as error:
-        # A bad key or unknown model will not fix itself by waiting.
+    except (ProviderRequestError, StageInputMissingError) as error:
+        # A bad key, an unknown model or a run without its inputs will not fix itself by waiting.
         with context.sessions.begin() as session:
             mark_failed(session, run_id, stage, f"{type(error).__name__}: {error}")
         logger.error("event %s failed at %s: %s", event_id, stage, error)

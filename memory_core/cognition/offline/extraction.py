@@ -192,7 +192,7 @@ _REQUEST = re.compile(
     r"^(?:please\s+|por\s+favor,?\s+)?(?:tell|show|give|help|explain|describe|list|find|search|write|make|"
     r"let's|let\s+me\s+know|can\s+you|could\s+you|would\s+you|will\s+you|me\s+(?:conta|conte|diga|diz|fala|fale|"
     r"explica|explique|ajuda|ajude|mostra|mostre)|conta|conte|diga|fala|fale|explica|explique|ajuda|ajude|"
-    r"mostra|mostre|pode|poderia|voc[eê]\s+pode)\b",
+    r"mostra|mostre|(?:pode|poderia)\s+me|voc[eê]\s+pode)\b",
     re.IGNORECASE,
 )
 _REMEMBER = re.compile(
@@ -715,7 +715,9 @@ def _object_target(s: _Sentence, start: int, words: list[str]) -> _Mention | Non
 def _hits(s: _Sentence, subject: _Ref, registry: _Registry, antecedent: _Ref | None, index: PatternIndex) -> list[_Hit]:
     hits: list[_Hit] = []
     text = s.text
-    future_time = FUTURE_TIME.search(text) is not None
+    # Plans and speculation ("next year", "talvez", "pode ser que") do not change where anyone lives
+    # or works yet: such matches fill goal.plan and make no relation.
+    future_time = FUTURE_TIME.search(text) is not None or SPECULATION.search(text) is not None
     lowered: str | None = text.lower()
     if lowered is not None and len(lowered) != len(text):
         lowered = None  # a rare character whose lower case is longer ("İ"): positions would shift
@@ -1128,7 +1130,10 @@ class _Extractor:
         self.antecedent: _Ref | None = None
 
     def run(self) -> ExtractionOutput:
-        for start, end in sentence_spans(self.message):
+        spans = sentence_spans(self.message)
+        # A one-sentence message has the message's language: no need to detect it twice.
+        single = self.language if len(spans) == 1 else None
+        for start, end in spans:
             if len(self.facts) >= self.max_facts:
                 break
             sentence = self.message[start:end]
@@ -1140,7 +1145,7 @@ class _Extractor:
                 continue
             if not sentence or is_question(sentence) or is_small_talk(sentence):
                 continue
-            self._sentence(sentence, None, 0)
+            self._sentence(sentence, None, 0, single)
         return self._output()
 
     def _sentence(self, text: str, forced: _Ref | None, depth: int, language: Language | None = None) -> None:

@@ -46,7 +46,6 @@ __all__ = [
     "PATTERNS",
     "PLACE_NAMES",
     "PLACE_PREFIXES",
-    "PREPOSITIONS_PT",
     "PRE_NOMINAL",
     "PROFESSIONS",
     "PT_AFTER_AMBIGUOUS_VERB",
@@ -985,7 +984,6 @@ INDIRECT_PT_VERBS = _words(
     "sugeriu prometeu enviou telefonou agradeceu devolveu trouxe liga diz conta dá manda pede pergunta "
     "mostra explica avisa escreve fala"
 )
-PREPOSITIONS_PT = _words("de em por a para pra com sobre sem até entre contra")
 
 
 def pt_first_to_third(word: str) -> str | None:

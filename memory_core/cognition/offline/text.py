@@ -30,7 +30,6 @@ __all__ = [
     "is_small_talk",
     "sentence_spans",
     "split_sentences",
-    "strip_bullet",
     "word_count",
 ]
 
@@ -134,12 +133,6 @@ def _append_span(text: str, start: int, end: int, spans: list[tuple[int, int]]) 
 def split_sentences(text: str) -> list[str]:
     """The sentences of ``text`` (see :func:`sentence_spans`)."""
     return [text[start:end] for start, end in sentence_spans(text)]
-
-
-def strip_bullet(line: str) -> str:
-    """``"- foo"`` / ``"1. foo"`` -> ``"foo"``."""
-    bullet = _BULLET.match(line)
-    return line[bullet.end() :] if bullet else line
 
 
 def word_count(text: str) -> int:

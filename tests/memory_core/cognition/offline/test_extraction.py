@@ -515,3 +515,33 @@ def test_skill_names_and_empty_input() -> None:
     assert outcome.usage.is_zero
     assert not outcome.used_fallback
     assert outcome.duration_ms >= 0.0
+
+
+@pytest.mark.parametrize("message", ["Pode ser que eu mude para Lisboa.", "Maybe I'll move to Berlin."])
+def test_speculation_is_a_plan_without_relation(extract: Extract, message: str) -> None:
+    output = extract(message)
+    fact = _only_fact(output)
+    assert fact.attribute_key == "goal.plan"
+    assert fact.confidence_level == "speculation"
+    assert output.relations == []
+
+
+def test_the_speaker_in_a_compound_subject_with_an_unnamed_relative(extract: Extract) -> None:
+    output = extract("Eu e minha esposa moramos em Lisboa.")
+    assert _relations(output) == {("Rafael", "lives_in", "Lisboa")}
+    assert _only_fact(output).attribute_key == "location.residence"
+
+
+def test_an_unnamed_relatives_residence_is_not_the_speakers(extract: Extract) -> None:
+    output = extract("My sister lives in Rio.")
+    fact = _only_fact(output)
+    assert fact.subject == "Rafael"
+    assert fact.attribute_key == "family.sibling"
+    assert output.relations == []
+
+
+def test_contractions_and_acronyms(extract: Extract) -> None:
+    output = extract("We're going to a LGBTQ support group yesterday.")
+    names = {entity.name: entity.type for entity in output.entities}
+    assert "We're" not in names
+    assert names["LGBTQ"] == "organization"
