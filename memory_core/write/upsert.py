@@ -387,6 +387,35 @@ class Applier:
         newest = records[0]
         for older in records[1:]:
             self._close(older, newest.valid_from)
+        if newest.fact_id != fact_id:
+            # Said before the fact that holds the slot: what was written is history.
+            self._report(fact_id, valid_to=newest.valid_from)
+            return
+        replaced = records[1]
+        # Another message took the slot while this one was being reconciled: this is an update.
+        self.session.execute(
+            text(
+                "UPDATE memory_facts SET supersedes_fact_id = :old "
+                "WHERE id = :id AND agent_id = :agent AND supersedes_fact_id IS NULL"
+            ),
+            {"old": str(replaced.fact_id), "id": str(fact_id), "agent": self.agent_id},
+        )
+        self._report(fact_id, supersedes=replaced.fact_id)
+
+    def _report(
+        self, fact_id: uuid.UUID, *, valid_to: datetime | None = None, supersedes: uuid.UUID | None = None
+    ) -> None:
+        """Correct how a just-written fact is reported once the slot rule has run."""
+        for change in self.outcome.added:
+            if change.fact_id != str(fact_id):
+                continue
+            if valid_to is not None:
+                change.valid_to = valid_to
+            elif supersedes is not None and change.supersedes_fact_id is None:
+                self.outcome.added.remove(change)
+                change.supersedes_fact_id = str(supersedes)
+                self.outcome.updated.append(change)
+            return
 
     # --- relationships -------------------------------------------------------------------
 
