@@ -102,6 +102,9 @@ def build_state(settings: Settings) -> ApiState:
     """The singletons of an app for ``settings``."""
     engine = create_db_engine(settings)
     celery = create_celery_app(settings)
+    # Workers report every task to Flower when they receive it; the API's extra "sent" event
+    # would cost each message POST another broker round trip.
+    celery.conf.task_send_sent_event = False
     # The API only publishes. A dead broker must cost a request a second or two, not the
     # default retries' many seconds: the events are stored and the sweeper catches up.
     celery.conf.broker_connection_timeout = 2

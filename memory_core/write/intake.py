@@ -7,14 +7,14 @@ agent returns the existing event and creates nothing.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import insert, select, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy import insert, select, text, update
 from sqlalchemy.orm import Session
 
 from memory_core.db.models import Import, MemoryEvent, PipelineRun
@@ -42,6 +42,28 @@ class AcceptedMessage:
     status: str
 
 
+_INSERT_EVENTS_AND_RUNS = text(
+    """
+    WITH incoming AS (
+        SELECT * FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS x(
+            id uuid, agent_id text, text text, speaker text, session_id text, message_id text,
+            import_id uuid, source text, occurred_at timestamptz, options jsonb
+        )
+    ), events AS (
+        INSERT INTO memory_events (id, agent_id, text, speaker, session_id, message_id, import_id, source, occurred_at)
+        SELECT id, agent_id, text, speaker, session_id, message_id, import_id, source, occurred_at FROM incoming
+        ON CONFLICT (agent_id, message_id) DO NOTHING
+        RETURNING id
+    ), runs AS (
+        INSERT INTO pipeline_runs (event_id, agent_id, import_id, status, options)
+        SELECT incoming.id, incoming.agent_id, incoming.import_id, 'received', COALESCE(incoming.options, '{}'::jsonb)
+        FROM incoming JOIN events ON events.id = incoming.id
+    )
+    SELECT id FROM events
+    """
+)
+
+
 def accept_messages(
     session: Session,
     agent_id: str,
@@ -52,29 +74,26 @@ def accept_messages(
     """Insert events and runs for ``messages`` (in the caller's transaction), in input order."""
     now = datetime.now(UTC)
     planned: list[tuple[uuid.UUID, IncomingMessage]] = [(uuid.uuid4(), message) for message in messages]
-    rows = [
-        {
-            "id": event_id,
-            "agent_id": agent_id,
-            "text": message.message,
-            "speaker": message.speaker_name,
-            "session_id": message.session_id,
-            "message_id": message.message_id,
-            "import_id": import_id,
-            "source": message.source,
-            "occurred_at": message.occurred_at or now,
-        }
-        for event_id, message in planned
-    ]
     inserted: set[uuid.UUID] = set()
-    if rows:
-        statement = (
-            pg_insert(MemoryEvent)
-            .values(rows)
-            .on_conflict_do_nothing(index_elements=["agent_id", "message_id"])
-            .returning(MemoryEvent.id)
-        )
-        inserted = set(session.execute(statement).scalars())
+    if planned:
+        rows = [
+            {
+                "id": str(event_id),
+                "agent_id": agent_id,
+                "text": message.message,
+                "speaker": message.speaker_name,
+                "session_id": message.session_id,
+                "message_id": message.message_id,
+                "import_id": str(import_id) if import_id else None,
+                "source": message.source,
+                "occurred_at": (message.occurred_at or now).isoformat(),
+                "options": message.options,
+            }
+            for event_id, message in planned
+        ]
+        # One cached statement and one round trip, whatever the batch size: events and their
+        # runs are inserted together; a known (agent_id, message_id) inserts neither.
+        inserted = set(session.execute(_INSERT_EVENTS_AND_RUNS, {"rows": json.dumps(rows)}).scalars())
 
     known: dict[str, tuple[uuid.UUID, str]] = {}
     duplicate_ids = [message.message_id for event_id, message in planned if event_id not in inserted]
@@ -85,20 +104,6 @@ def accept_messages(
             .where(MemoryEvent.agent_id == agent_id, MemoryEvent.message_id.in_(duplicate_ids))
         ).all()
         known = {message_id: (event_id, status or "received") for message_id, event_id, status in found if message_id}
-
-    runs = [
-        {
-            "event_id": event_id,
-            "agent_id": agent_id,
-            "import_id": import_id,
-            "status": "received",
-            "options": message.options,
-        }
-        for event_id, message in planned
-        if event_id in inserted
-    ]
-    if runs:
-        session.execute(insert(PipelineRun), runs)
 
     accepted: list[AcceptedMessage] = []
     for event_id, message in planned:

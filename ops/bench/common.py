@@ -417,11 +417,82 @@ class BenchStack:
             f"--- {child.name} ({child.log_path}) ---\n{child.log_tail(lines)}" for child in self.devstack.children
         )
 
-    def processes_alive(self) -> list[str]:
-        """Names of the processes that exited (empty when all run)."""
+    def processes_exited(self) -> list[str]:
+        """Names of the service's processes that exited (empty while all run)."""
         if self.devstack is None:
             return []
         return [child.name for child in self.devstack.children if not child.alive()]
+
+    def cpu_snapshot(self) -> CpuSnapshot:
+        """CPU time used so far by every process of the stack, by role, and by this process."""
+        from ops.rss import stack_processes
+
+        roles: dict[int, tuple[str, psutil.Process]] = {}
+        if self.devstack is not None:
+            for child in self.devstack.children:
+                if child.popen is None:
+                    continue
+                for proc in stack_processes([child.popen.pid]):
+                    roles[proc.pid] = (child.name, proc)
+            if self.devstack.embedded is not None:
+                for role, folder in (
+                    ("postgres", self.devstack.embedded.postgres.data_dir),
+                    ("redis", self.devstack.embedded.redis.data_dir),
+                ):
+                    for proc in stack_processes([], [folder]):
+                        roles.setdefault(proc.pid, (role, proc))
+        own = psutil.Process()
+        roles[own.pid] = ("benchmark process", own)
+        used: dict[int, tuple[str, float]] = {}
+        for pid, (role, proc) in roles.items():
+            with contextlib.suppress(psutil.Error):
+                times = proc.cpu_times()
+                used[pid] = (role, float(times.user + times.system))
+        return CpuSnapshot(time.monotonic(), used)
+
+    def log_positions(self) -> dict[Path, int]:
+        """Current size of every process log, to read what is written after this point."""
+        if self.devstack is None:
+            return {}
+        return {
+            child.log_path: child.log_path.stat().st_size if child.log_path.exists() else 0
+            for child in self.devstack.children
+        }
+
+    def log_lines_since(self, positions: Mapping[Path, int]) -> Iterator[str]:
+        """Lines the process logs received after ``positions`` was taken."""
+        for path, offset in positions.items():
+            with contextlib.suppress(OSError), path.open("rb") as handle:
+                handle.seek(offset)
+                for raw in handle:
+                    yield raw.decode("utf-8", "replace").rstrip("\n")
+
+
+@dataclass(frozen=True)
+class CpuSnapshot:
+    """CPU seconds (user + system) per process id, with the role of the process, at a moment."""
+
+    taken_at: float
+    used: dict[int, tuple[str, float]]
+
+    def since(self, earlier: CpuSnapshot) -> dict[str, float]:
+        """CPU seconds per role between ``earlier`` and this snapshot (new processes count in full)."""
+        spent: dict[str, float] = {}
+        for pid, (role, seconds) in self.used.items():
+            before = earlier.used.get(pid)
+            delta = seconds - (before[1] if before and before[0] == role else 0.0)
+            spent[role] = spent.get(role, 0.0) + max(delta, 0.0)
+        return spent
+
+    def describe_since(self, earlier: CpuSnapshot, top: int = 6) -> str:
+        """``api 45%, postgres 30%, ...`` of one core over the window, busiest first, and the total."""
+        window = self.taken_at - earlier.taken_at
+        if window <= 0:
+            return "n/a"
+        spent = sorted(self.since(earlier).items(), key=lambda item: -item[1])
+        total = sum(seconds for _, seconds in spent)
+        shown = ", ".join(f"{role} {seconds / window * 100:.0f}%" for role, seconds in spent[:top] if seconds > 0)
+        return f"{shown} (all: {total / window * 100:.0f}% of one core, over {window:.0f} s)"
 
 
 # ---- memory sampling -----------------------------------------------------------------
