@@ -40,11 +40,15 @@ StageOutcome = Literal["completed", "skipped", "missing"]
 
 @contextmanager
 def reading(ctx: WriteContext) -> Iterator[Session]:
-    """A session whose every statement commits at once: safe to keep across slow calls."""
-    with ctx.engine.connect() as connection:
-        autocommit = connection.execution_options(isolation_level="AUTOCOMMIT")
-        with Session(bind=autocommit) as session:
-            yield session
+    """A session whose every statement commits at once.
+
+    Stages ``close()`` it before every LLM or embedding call, which hands its connection back
+    to the pool: a thread waiting 500 ms on a model must not hold one of the pool's connections
+    (64 extraction threads share a pool of 20).
+    """
+    autocommit = ctx.engine.execution_options(isolation_level="AUTOCOMMIT")
+    with Session(bind=autocommit) as session:
+        yield session
 
 
 REQUIRED_OUTPUTS: dict[str, tuple[str, ...]] = {

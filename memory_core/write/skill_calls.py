@@ -89,12 +89,18 @@ def call_skill(
     cache: SkillCache | None = None,
     cache_key: str | None = None,
     cacheable: bool = False,
+    release: Session | None = None,
 ) -> SkillCall[OutputT]:
-    """Run ``skill``; skill failures come back as ``output=None`` with the reason, throttling raises."""
+    """Run ``skill``; skill failures come back as ``output=None`` with the reason, throttling raises.
+
+    ``release`` is a reading session to close before the call, so no pooled connection waits on a model.
+    """
     if cache is not None and cache_key and cacheable:
         hit = cache.get(cache_key)
         if hit is not None:
             return SkillCall(output_model.model_validate(hit["output"]), TokenCount(), None, 0.0)
+    if release is not None:
+        release.close()
     started = time.perf_counter()
     try:
         outcome = skill.run(skill_input)

@@ -1,0 +1,23 @@
+"""The read pipeline: planner, signals, merge and rank, spreading activation, rerank, compression.
+
+``retrieve(ctx, agent_id=..., query=...)`` is the entry point; the management reads (get, list,
+delete) live in :mod:`memory_core.read.management`. The stages are importable on their own for
+callers that want one of them (the seeds' "advanced read API").
+"""
+
+from memory_core.read.context import ReadContext, build_read_context
+from memory_core.read.pipeline import AsOf, RetrievalRequestError, retrieve
+from memory_core.read.schemas import EntityDetail, FactDetail, RetrievedEvent, RetrieveResult, ScoredFact
+
+__all__ = [
+    "AsOf",
+    "EntityDetail",
+    "FactDetail",
+    "ReadContext",
+    "RetrievalRequestError",
+    "RetrieveResult",
+    "RetrievedEvent",
+    "ScoredFact",
+    "build_read_context",
+    "retrieve",
+]

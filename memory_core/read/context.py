@@ -1,0 +1,73 @@
+"""Everything a retrieval needs, built once per process (the read twin of the write context)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Engine
+from sqlalchemy.orm import Session, sessionmaker
+
+from memory_core.cognition.skill import Skill
+from memory_core.config import MemoryConfig
+from memory_core.db.engine import create_db_engine, create_session_factory
+from memory_core.providers.factory import build_embedding_provider, build_llm_provider
+from memory_core.providers.protocols import EmbeddingProvider, LLMProvider
+from memory_core.read.rerank import LLMRerankSkill, RerankInput, RerankOutput
+from memory_core.settings import Settings
+
+__all__ = ["ReadContext", "build_read_context"]
+
+
+@dataclass
+class ReadContext:
+    """Database access, the embedder, the optional reranker and the base memory configuration.
+
+    ``reranker`` is ``None`` when no LLM is configured: retrieval then ranks by the formula alone,
+    even when ``enable_reranker`` is true (there is no offline reranker).
+    """
+
+    settings: Settings
+    engine: Engine
+    sessions: sessionmaker[Session]
+    embedder: EmbeddingProvider
+    base_config: MemoryConfig
+    llm: LLMProvider | None = None
+    reranker: Skill[RerankInput, RerankOutput] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def close(self) -> None:
+        """Release the database pool."""
+        self.engine.dispose()
+
+
+_FROM_SETTINGS: Any = object()
+
+
+def build_read_context(
+    settings: Settings,
+    *,
+    embedder: EmbeddingProvider | None = None,
+    llm: LLMProvider | None = _FROM_SETTINGS,
+    reranker: Skill[RerankInput, RerankOutput] | None = None,
+    engine: Engine | None = None,
+    pool_size: int | None = None,
+) -> ReadContext:
+    """A read context for ``settings``.
+
+    ``llm`` defaults to the provider the settings configure (``None`` when offline); pass
+    ``llm=None`` to force formula-only ranking. ``reranker`` overrides the skill built on ``llm``
+    (tests pass a scripted one). ``engine`` lets a process share one pool between reads and writes.
+    """
+    provider: LLMProvider | None = build_llm_provider(settings) if llm is _FROM_SETTINGS else llm
+    skill = reranker if reranker is not None else (LLMRerankSkill(provider) if provider is not None else None)
+    bound = engine if engine is not None else create_db_engine(settings, pool_size=pool_size)
+    return ReadContext(
+        settings=settings,
+        engine=bound,
+        sessions=create_session_factory(bound),
+        embedder=embedder or build_embedding_provider(settings),
+        base_config=MemoryConfig(embedding_dimensions=settings.dimensions),
+        llm=provider,
+        reranker=skill,
+    )

@@ -1,0 +1,522 @@
+"""The read pipeline: ``retrieve()`` = plan -> entities -> signals -> rank -> spread -> rerank -> compress.
+
+Transactions and calls, in order:
+
+1. The planner (pure). Small talk stops here: no database, no embedding, no LLM.
+2. The query embedding, before any connection is taken (a slow embedder must not hold one).
+3. One read-only transaction: entity resolution + filter keys + aggregation prefixes + agent size
+   (one statement), 1-hop expansion, the three signals (one statement), relevant events,
+   spreading activation and context extras. Merge and rank run in between, in Python.
+4. The reranker, after that transaction ended (never hold a transaction across an LLM call).
+5. Compression (pure), then retrieval bookkeeping in its own short write transaction.
+
+Fail-safe (seeds "Filosofia de Design"): bad input raises (:class:`RetrievalRequestError`, or
+:class:`~memory_core.config.ConfigOverrideError` for overrides, both ``ValueError``); anything
+else that breaks is logged and degrades: without entities or signals the result is empty, without
+events, spreading, patterns or the reranker it is merely poorer. Each degradation is named in
+``warnings``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from sqlalchemy import text
+from sqlalchemy.orm import Session
+
+from memory_core.config import MemoryConfig, apply_overrides
+from memory_core.errors import RetrievalError
+from memory_core.read.bookkeeping import record_retrievals
+from memory_core.read.compress import (
+    CompressedContext,
+    ContextEvent,
+    ContextFact,
+    compress_broad_context,
+    compress_context,
+)
+from memory_core.read.context import ReadContext
+from memory_core.read.entities import (
+    ExpandedQuery,
+    QueryContext,
+    TimeWindow,
+    expand_query,
+    resolve_query_context,
+)
+from memory_core.read.planner import RetrievalPlan, finalize_plan, plan_retrieval
+from memory_core.read.rank import RankedFact, merge_candidates, rank_candidates, sort_ranked
+from memory_core.read.rank import select_final as select_final_facts
+from memory_core.read.rerank import RerankOutcome, rerank
+from memory_core.read.schemas import RetrievedEvent, RetrieveResult, ScoredFact
+from memory_core.read.signals import (
+    EXACT_SCAN_MAX_FACTS,
+    GraphNode,
+    SignalRequest,
+    SignalResult,
+    relevant_events,
+    run_signals,
+)
+from memory_core.read.spreading import (
+    SPREADING_SEED_FACTS,
+    ContextExtras,
+    SpreadingResult,
+    context_extras,
+    spread_activation,
+)
+
+__all__ = ["AsOf", "RetrievalRequestError", "retrieve", "to_window"]
+
+logger = logging.getLogger(__name__)
+
+AsOf = datetime | tuple[datetime, datetime]
+
+# Reads never run longer than this; a runaway query degrades to an empty result instead.
+READ_STATEMENT_TIMEOUT_MS = 15_000
+
+T = TypeVar("T")
+
+
+class RetrievalRequestError(RetrievalError, ValueError):
+    """The retrieval request itself is wrong (empty agent id, inverted time window...): not retried."""
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
+
+
+def to_window(as_of: AsOf | None) -> TimeWindow | None:
+    """``as_of`` as a window: an instant ``t`` is ``[t, t]``; naive datetimes are UTC."""
+    if as_of is None:
+        return None
+    if isinstance(as_of, datetime):
+        moment = _utc(as_of)
+        return TimeWindow(moment, moment)
+    if isinstance(as_of, tuple | list) and len(as_of) == 2 and all(isinstance(m, datetime) for m in as_of):
+        start, end = _utc(as_of[0]), _utc(as_of[1])
+        if start > end:
+            raise RetrievalRequestError("as_of window must start before it ends")
+        return TimeWindow(start, end)
+    raise RetrievalRequestError("as_of must be a datetime or a (start, end) pair of datetimes")
+
+
+def _validate(agent_id: object, query: object, entity_keys: object, session_id: object) -> None:
+    if not isinstance(agent_id, str) or not agent_id.strip():
+        raise RetrievalRequestError("agent_id must be a non-empty string")
+    if not isinstance(query, str):
+        raise RetrievalRequestError("query must be a string")
+    if entity_keys is not None and (
+        isinstance(entity_keys, str)
+        or not isinstance(entity_keys, Sequence)
+        or not all(isinstance(key, str) for key in entity_keys)
+    ):
+        raise RetrievalRequestError("entity_keys must be a list of strings")
+    if session_id is not None and not isinstance(session_id, str):
+        raise RetrievalRequestError("session_id must be a string")
+
+
+@dataclass
+class _Run:
+    """What one retrieval accumulates on its way through the stages."""
+
+    ctx: ReadContext
+    agent_id: str
+    query: str
+    config: MemoryConfig
+    plan: RetrievalPlan
+    window: TimeWindow | None
+    session_id: str | None
+    entity_keys: list[str] | None
+    now: datetime
+    verbose: bool
+    warnings: list[str] = field(default_factory=list)
+    trace: dict[str, Any] = field(default_factory=dict)
+    timings: dict[str, float] = field(default_factory=dict)
+    degraded: list[str] = field(default_factory=list)
+
+    def timed(self, stage: str, started: float) -> float:
+        elapsed = (time.perf_counter() - started) * 1000.0
+        self.timings[stage] = round(self.timings.get(stage, 0.0) + elapsed, 3)
+        return elapsed
+
+    def degrade(self, stage: str, error: BaseException, consequence: str) -> None:
+        logger.warning("retrieval stage %s failed for agent %s: %s", stage, self.agent_id, error, exc_info=True)
+        self.degraded.append(stage)
+        self.warnings.append(f"{stage} failed ({type(error).__name__}); {consequence}")
+
+
+@dataclass
+class _ReadOutcome:
+    """What the read transaction produced."""
+
+    query_context: QueryContext | None = None
+    expansion: ExpandedQuery = field(default_factory=ExpandedQuery)
+    signals: SignalResult | None = None
+    ranked: list[RankedFact] = field(default_factory=list)
+    events: list[RetrievedEvent] = field(default_factory=list)
+    spreading: SpreadingResult | None = None
+    spreading_unique: int = 0
+    extras: ContextExtras = field(default_factory=ContextExtras)
+    total_candidates: int = 0
+
+
+def _optional(run: _Run, session: Session, *, stage: str, consequence: str, work: Callable[[], T], default: T) -> T:
+    """Run an optional stage; on failure log it, reset the transaction and go on without it."""
+    started = time.perf_counter()
+    try:
+        return work()
+    except Exception as error:  # fail-safe: an optional stage never breaks retrieval
+        run.degrade(stage, error, consequence)
+        # The failed statement aborted the transaction; the next stages read in a fresh one.
+        session.rollback()
+        _begin_read(session)
+        return default
+    finally:
+        run.timed(stage, started)
+
+
+def _begin_read(session: Session) -> None:
+    session.execute(text("SET TRANSACTION READ ONLY"))
+    session.execute(text(f"SET LOCAL statement_timeout = {int(READ_STATEMENT_TIMEOUT_MS)}"))
+
+
+def _graph_nodes(query_context: QueryContext, expansion: ExpandedQuery) -> list[GraphNode]:
+    nodes: dict[str, GraphNode] = {}
+    for key in [*query_context.mentioned_keys, *query_context.entity_filter.keys]:
+        nodes.setdefault(key, GraphNode(key=key, depth=0))
+    for neighbour in expansion.neighbours:
+        if neighbour.key not in nodes:
+            nodes[neighbour.key] = GraphNode(
+                key=neighbour.key, depth=1, strength=neighbour.strength, edge_time=neighbour.edge_time
+            )
+    return list(nodes.values())
+
+
+def _read(run: _Run, session: Session, vector: list[float] | None) -> _ReadOutcome:
+    outcome = _ReadOutcome()
+    config = run.config
+    _begin_read(session)
+
+    started = time.perf_counter()
+    qctx = resolve_query_context(
+        session,
+        run.agent_id,
+        run.query,
+        entity_keys=run.entity_keys,
+        candidate_prefixes=run.plan.candidate_prefixes,
+        window=run.window,
+        count_cap=EXACT_SCAN_MAX_FACTS + 1,
+    )
+    run.timed("entities", started)
+    outcome.query_context = qctx
+    run.warnings.extend(qctx.entity_filter.warnings)
+    run.plan = finalize_plan(run.plan, qctx.existing_prefixes)
+    if qctx.entity_filter.matches_nothing:
+        return outcome
+
+    seeds = [*qctx.mentioned_keys, *qctx.entity_filter.keys]
+    outcome.expansion = _optional(
+        run,
+        session,
+        stage="expansion",
+        consequence="related entities were not primed",
+        work=lambda: expand_query(session, run.agent_id, seeds, window=run.window),
+        default=ExpandedQuery(),
+    )
+
+    started = time.perf_counter()
+    request = SignalRequest(
+        agent_id=run.agent_id,
+        config=config,
+        now=run.now,
+        query_vector=vector,
+        keywords=run.plan.keywords,
+        entity_patterns=[pattern.entity_pattern for pattern in run.plan.pattern_queries],
+        graph_nodes=_graph_nodes(qctx, outcome.expansion),
+        mentioned=frozenset(qctx.mentioned_keys),
+        broad=run.plan.broad_query,
+        window=run.window,
+        session_id=run.session_id,
+        filter_keys=qctx.entity_filter.keys if qctx.entity_filter.active else None,
+        agent_facts=qctx.agent_facts,
+        table_rows=qctx.table_rows,
+    )
+    outcome.signals = run_signals(session, request)
+    run.timed("signals", started)
+
+    started = time.perf_counter()
+    merged = merge_candidates(outcome.signals.candidates)
+    outcome.ranked = rank_candidates(merged.values(), config, run.now)
+    run.timed("rank", started)
+
+    if vector is not None:
+        outcome.events = _optional(
+            run,
+            session,
+            stage="events",
+            consequence="relevant conversations are missing",
+            work=lambda: relevant_events(
+                session,
+                run.agent_id,
+                vector,
+                config,
+                now=run.now,
+                session_id=run.session_id,
+                window=run.window,
+            ),
+            default=[],
+        )
+
+    seed_facts = [(fact.candidate.fact_id, fact.formula) for fact in outcome.ranked[:SPREADING_SEED_FACTS]]
+    spreading = _optional(
+        run,
+        session,
+        stage="spreading",
+        consequence="related facts were not added",
+        work=lambda: spread_activation(
+            session,
+            run.agent_id,
+            seed_facts,
+            config,
+            now=run.now,
+            query_vector=vector,
+            window=run.window,
+            session_id=run.session_id,
+            filter_keys=request.filter_keys,
+        ),
+        default=SpreadingResult(),
+    )
+    outcome.spreading = spreading
+    fresh = [candidate for candidate in spreading.candidates if candidate.fact_id not in merged]
+    outcome.spreading_unique = len(fresh)
+    if fresh:
+        outcome.ranked = sort_ranked([*outcome.ranked, *rank_candidates(fresh, config, run.now)])
+    outcome.total_candidates = len(merged) + len(fresh)
+
+    pool = outcome.ranked[: config.reranker_candidate_multiplier * config.topk_facts]
+    outcome.extras = _optional(
+        run,
+        session,
+        stage="patterns",
+        consequence="observed patterns and clusters are missing",
+        work=lambda: context_extras(
+            session,
+            run.agent_id,
+            config,
+            fact_ids=[fact.candidate.fact_id for fact in pool],
+            cluster_ids=[fact.candidate.cluster_id for fact in pool if fact.candidate.cluster_id],
+            now=run.now,
+            query_vector=vector,
+            broad=run.plan.broad_query,
+        ),
+        default=ContextExtras(),
+    )
+    return outcome
+
+
+def _scored(fact: RankedFact) -> ScoredFact:
+    candidate = fact.candidate
+    return ScoredFact(
+        fact_id=candidate.fact_id,
+        entity_name=candidate.entity_name,
+        entity_key=candidate.entity_key,
+        attribute_key=candidate.attribute_key,
+        fact_text=candidate.fact_text,
+        score=round(fact.score, 6),
+        scores=dict(fact.scores),
+        speaker=candidate.speaker,
+        source_event_id=candidate.source_event_id,
+        message_id=candidate.message_id,
+        valid_from=candidate.valid_from,
+        valid_to=candidate.valid_to,
+    )
+
+
+def _compress(
+    run: _Run, facts: list[RankedFact], events: list[RetrievedEvent], extras: ContextExtras
+) -> CompressedContext:
+    context_facts = [
+        ContextFact(text=fact.candidate.fact_text, score=fact.score, cluster_id=fact.candidate.cluster_id)
+        for fact in facts
+    ]
+    context_events = [ContextEvent(text=event.text, occurred_at=event.occurred_at) for event in events]
+    if run.plan.broad_query and extras.clusters:
+        return compress_broad_context(
+            context_facts, extras.clusters, context_events, run.config, patterns=extras.patterns
+        )
+    return compress_context(context_facts, context_events, run.config, patterns=extras.patterns)
+
+
+def _entities_trace(outcome: _ReadOutcome) -> dict[str, Any]:
+    qctx = outcome.query_context
+    if qctx is None:
+        return {}
+    sources: dict[str, list[str]] = {
+        "deterministic": qctx.mentioned_keys,
+        "filter": list(qctx.entity_filter.keys),
+        "expansion": list(outcome.expansion.primed_entities),
+    }
+    return {
+        "resolved": [entity.summary() for entity in qctx.entities],
+        "entities_sources": sources,
+        "filter": {
+            "requested": qctx.entity_filter.requested,
+            "resolved": qctx.entity_filter.resolved,
+            "warnings": qctx.entity_filter.warnings,
+        },
+        "expansion": [
+            {"key": n.key, "via": n.via, "rel_type": n.rel_type, "strength": n.strength}
+            for n in outcome.expansion.neighbours
+        ],
+        "aggregation_prefixes": sorted(qctx.existing_prefixes),
+    }
+
+
+def _build_trace(
+    run: _Run,
+    outcome: _ReadOutcome,
+    rerank_outcome: RerankOutcome | None,
+    compressed: CompressedContext | None,
+    recorded: bool | None,
+) -> dict[str, Any]:
+    trace: dict[str, Any] = {"plan": run.plan.summary()}
+    entities = _entities_trace(outcome)
+    if entities:
+        trace["entities"] = entities
+    if outcome.signals is not None:
+        retrieval = outcome.signals.summary()
+        retrieval["entities_sources"] = entities.get("entities_sources", {})
+        if outcome.query_context is not None:
+            retrieval["agent_facts_counted"] = outcome.query_context.agent_facts
+        trace["retrieval"] = retrieval
+        trace["rank"] = {
+            "candidates": outcome.total_candidates,
+            "top": [
+                {"fact_id": f.candidate.fact_id, "formula": f.formula, "sources": sorted(f.candidate.sources)}
+                for f in outcome.ranked[:10]
+            ],
+        }
+        trace["events"] = {"count": len(outcome.events)}
+    if outcome.spreading is not None:
+        trace["spreading"] = outcome.spreading.summary(outcome.spreading_unique)
+    trace["patterns"] = {"clusters": len(outcome.extras.clusters), "patterns": len(outcome.extras.patterns)}
+    if rerank_outcome is not None:
+        trace["rerank"] = rerank_outcome.summary()
+    if compressed is not None:
+        trace["compress"] = compressed.summary()
+    if recorded is not None:
+        trace["bookkeeping"] = {"recorded": recorded}
+    trace["timings_ms"] = dict(run.timings)
+    trace["degraded"] = list(run.degraded)
+    return trace
+
+
+def retrieve(
+    ctx: ReadContext,
+    *,
+    agent_id: str,
+    query: str,
+    entity_keys: Sequence[str] | None = None,
+    session_id: str | None = None,
+    as_of: AsOf | None = None,
+    config_overrides: Mapping[str, Any] | None = None,
+    verbose: bool = False,
+) -> RetrieveResult:
+    """What memory knows that is relevant to ``query``, for ``agent_id`` only.
+
+    ``entity_keys`` keeps facts linked to any of them (canonical keys or aliases; unknown keys
+    become ``warnings``). ``session_id`` keeps facts and events from that conversation.
+    ``as_of`` travels in time: a datetime returns the facts valid at that instant
+    (``valid_from <= t < valid_to``), a ``(start, end)`` pair those valid at any time in it.
+    ``config_overrides`` change the config for this call (unknown keys are ignored with a
+    warning; bad values raise :class:`~memory_core.config.ConfigOverrideError`).
+    """
+    started = time.perf_counter()
+    _validate(agent_id, query, entity_keys, session_id)
+    window = to_window(as_of)
+    resolution = apply_overrides(ctx.base_config, config_overrides)
+    config = resolution.config
+
+    plan_started = time.perf_counter()
+    plan = plan_retrieval(
+        query,
+        max_facts=config.signal_max_facts,
+        keyword_min_chars=config.keyword_min_word_chars,
+        keyword_max_terms=config.keyword_max_terms,
+    )
+    now = datetime.now(UTC)
+    run = _Run(
+        ctx=ctx,
+        agent_id=agent_id,
+        query=query,
+        config=config,
+        plan=plan,
+        window=window,
+        session_id=session_id,
+        entity_keys=list(entity_keys) if entity_keys is not None else None,
+        now=min(now, window.end) if window is not None else now,
+        verbose=verbose,
+        warnings=list(resolution.warnings),
+    )
+    run.timed("plan", plan_started)
+
+    def result(**fields: Any) -> RetrieveResult:
+        return RetrieveResult(
+            config_effective=config.effective(),
+            warnings=run.warnings,
+            duration_ms=round((time.perf_counter() - started) * 1000.0, 3),
+            **fields,
+        )
+
+    if plan.strategy == "skip":
+        return result(trace={"plan": plan.summary(), "timings_ms": dict(run.timings)} if verbose else None)
+
+    vector: list[float] | None = None
+    embed_started = time.perf_counter()
+    try:
+        vector = ctx.embedder.embed_one(query)
+    except Exception as error:  # fail-safe: keyword and graph signals still work without a vector
+        run.degrade("embedding", error, "semantic search and relevant conversations are off")
+    run.timed("embedding", embed_started)
+
+    outcome = _ReadOutcome()
+    try:
+        with ctx.sessions() as session:
+            outcome = _read(run, session, vector)
+    except Exception as error:  # fail-safe: the seeds return an empty result rather than crash
+        run.degrade("retrieval", error, "no facts could be retrieved")
+        outcome = _ReadOutcome(query_context=outcome.query_context)
+        return result(trace=_build_trace(run, outcome, None, None, None) if verbose else None)
+
+    rerank_started = time.perf_counter()
+    try:
+        reranked = rerank(query, outcome.ranked, ctx.reranker, config)
+    except Exception as error:  # fail-safe: keep the formula ranking
+        run.degrade("rerank", error, "the formula ranking was kept")
+        reranked = RerankOutcome(facts=outcome.ranked, applied=False, reason="error")
+    run.timed("rerank", rerank_started)
+
+    final = select_final_facts(reranked.facts, config)
+
+    compress_started = time.perf_counter()
+    try:
+        compressed = _compress(run, final, outcome.events, outcome.extras)
+    except Exception as error:  # fail-safe: facts are still returned without a context string
+        run.degrade("compress", error, "the context string is empty")
+        compressed = CompressedContext(context_text="")
+    run.timed("compress", compress_started)
+
+    book_started = time.perf_counter()
+    recorded = record_retrievals(ctx.sessions, agent_id, [fact.candidate.fact_id for fact in final])
+    run.timed("bookkeeping", book_started)
+
+    return result(
+        facts=[_scored(fact) for fact in final],
+        events=outcome.events,
+        context=compressed.context_text,
+        total_candidates=outcome.total_candidates,
+        trace=_build_trace(run, outcome, reranked, compressed, recorded) if verbose else None,
+    )

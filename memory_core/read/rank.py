@@ -1,0 +1,339 @@
+"""Merge and rank: pure functions over candidates (seeds R6, R8, R13), tested without a database.
+
+Formulas (seeds/000 and seeds/003 "Merge & Rank", seeds/004 "compute_pattern_signal",
+"compute_dynamic_importance", "effective_confidence"):
+
+* ``recency = 0.5 ** (age_days / recency_half_life_days)`` (exponential, half-life 14 d). Age is
+  measured from the fact's ``valid_from`` (when it was said: the event's ``occurred_at``) rather
+  than the seeds' ``created_at``, because this service imports history: a message from 2019
+  imported today must not look fresh.
+* ``effective_confidence = max(0.10, confidence x 0.95 ** weeks)`` since the fact was stated or
+  last confirmed, never above the stored confidence. Shown in ``scores``, not in the formula.
+* ``formula = w_sem x relevance + w_rec x recency + w_imp x importance + pattern`` (capped at 1).
+  With only the semantic signal, ``relevance`` is the cosine similarity and this is exactly the
+  seeds' ``0.70 semantic + 0.20 recency + 0.10 importance``. The keyword and graph signals are not
+  in ``score_weights`` but must "complement" the semantic one and "affect the final score"
+  (seeds): they join it as a probabilistic OR, ``relevance = 1 - (1 - s)(1 - 0.5 k)(1 - 0.6 g)``,
+  so agreeing signals reinforce each other and none can push relevance past 1.
+* ``pattern`` (R8): up to +0.10 for facts reinforced by repetition (NOOP decisions) or confirmed
+  recently: ``0.10 x max(reinforcement part, confirmation part)``.
+* graph score (R5): ``edge_strength x recency_factor x edge_recency_factor x query_bonus x
+  hop_decay``, capped at 1. The two recency factors here are softened to ``[0.5, 1]`` (a
+  multiplicative factor that goes to 0 would erase every old relationship).
+* reranker blend (R9) lives in :mod:`memory_core.read.rerank`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from memory_core.config import MemoryConfig
+
+__all__ = [
+    "GRAPH_BLEND",
+    "KEYWORD_BLEND",
+    "Candidate",
+    "RankedFact",
+    "compute_dynamic_importance",
+    "compute_pattern_signal",
+    "effective_confidence",
+    "formula_score",
+    "graph_score",
+    "merge_candidates",
+    "rank_candidates",
+    "recency_score",
+    "relevance",
+    "soft_recency",
+]
+
+# Weight of the keyword and graph signals inside ``relevance`` (ours; the seeds give none).
+KEYWORD_BLEND = 0.5
+GRAPH_BLEND = 0.6
+
+# Pattern signal: reinforcement saturates at this many confirmations; a confirmation's effect
+# halves every PATTERN_CONFIRMATION_HALF_LIFE_DAYS (ours).
+PATTERN_REINFORCEMENT_SATURATION = 10
+PATTERN_CONFIRMATION_HALF_LIFE_DAYS = 7.0
+
+# Dynamic importance coefficients (ours; the seeds name the components only).
+DYNAMIC_RETRIEVAL_WEIGHT = 0.2
+DYNAMIC_RECENCY_WEIGHT = 0.3
+
+# Aggregation matches ("my friends" -> person:%) count as half a keyword match.
+AGGREGATION_KEYWORD_SCORE = 0.5
+
+_SECONDS_PER_DAY = 86_400.0
+
+
+def _aware(moment: datetime) -> datetime:
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def age_days(moment: datetime | None, now: datetime) -> float:
+    """Days from ``moment`` to ``now``; 0 for the future or an unknown moment."""
+    if moment is None:
+        return 0.0
+    return max(0.0, (_aware(now) - _aware(moment)).total_seconds() / _SECONDS_PER_DAY)
+
+
+def recency_score(moment: datetime | None, now: datetime, half_life_days: float) -> float:
+    """Exponential decay: 1.0 now, 0.5 after one half-life, 0.25 after two."""
+    if moment is None:
+        return 0.0
+    return float(0.5 ** (age_days(moment, now) / max(half_life_days, 1e-9)))
+
+
+def soft_recency(moment: datetime | None, now: datetime, half_life_days: float) -> float:
+    """A recency factor in ``[0.5, 1]`` for multiplicative formulas: ``0.5 + 0.5 x recency``."""
+    if moment is None:
+        return 1.0
+    return 0.5 + 0.5 * recency_score(moment, now, half_life_days)
+
+
+def effective_confidence(
+    base_confidence: float,
+    created_at: datetime,
+    now: datetime | None = None,
+    *,
+    decay_per_week: float = 0.95,
+    floor: float = 0.10,
+) -> float:
+    """``base x 0.95 ** weeks``, floored at 0.10 (never raised above ``base`` by the floor)."""
+    current = now or datetime.now(UTC)
+    weeks = age_days(created_at, current) / 7.0
+    decayed = float(base_confidence * decay_per_week**weeks)
+    return max(min(base_confidence, floor), decayed)
+
+
+def compute_pattern_signal(
+    reinforcement_count: int,
+    last_confirmed_at: datetime | None,
+    now: datetime,
+    *,
+    max_boost: float = 0.10,
+) -> float:
+    """Additive boost in ``[0, max_boost]`` for facts confirmed often or recently."""
+    reinforced = 0.0
+    if reinforcement_count > 0:
+        reinforced = min(1.0, math.log1p(reinforcement_count) / math.log1p(PATTERN_REINFORCEMENT_SATURATION))
+    confirmed = 0.0
+    if last_confirmed_at is not None:
+        confirmed = recency_score(last_confirmed_at, now, PATTERN_CONFIRMATION_HALF_LIFE_DAYS)
+    return max_boost * max(reinforced, confirmed)
+
+
+def compute_dynamic_importance(  # noqa: PLR0917 - the seeds' documented positional signature
+    base_importance: float,
+    times_retrieved: int,
+    last_retrieved_at: datetime | None,
+    user_correction_count: int,
+    is_in_active_pattern: bool,
+    now: datetime | None = None,
+    *,
+    recency_half_life_days: float = 7.0,
+    correction_penalty: float = 0.8,
+    pattern_boost: float = 1.3,
+    minimum: float = 0.05,
+    maximum: float = 3.0,
+) -> float:
+    """Memory strength of a fact (seeds R13): base x (1 + retrieval + recency of use) x 0.8^corrections x 1.3.
+
+    ``retrieval = 0.2 x ln(1 + times_retrieved)`` saturates gradually; ``recency of use`` is
+    ``0.3 x 0.5 ** (days since last retrieval / 7)``; the result is clamped to ``[0.05, 3.0]``.
+    """
+    current = now or datetime.now(UTC)
+    retrieval = DYNAMIC_RETRIEVAL_WEIGHT * math.log1p(max(0, times_retrieved))
+    recent_use = 0.0
+    if last_retrieved_at is not None:
+        recent_use = DYNAMIC_RECENCY_WEIGHT * recency_score(last_retrieved_at, current, recency_half_life_days)
+    value = base_importance * (1.0 + retrieval + recent_use)
+    value *= correction_penalty ** max(0, user_correction_count)
+    if is_in_active_pattern:
+        value *= pattern_boost
+    return min(maximum, max(minimum, value))
+
+
+def graph_score(
+    *,
+    depth: int,
+    edge_strength: float,
+    fact_time: datetime | None,
+    edge_time: datetime | None,
+    mentioned_in_query: bool,
+    now: datetime,
+    config: MemoryConfig,
+) -> float:
+    """Graph signal of a fact reached at ``depth`` hops from a query entity (seeds R5), in ``[0, 1]``.
+
+    Facts of the query entities themselves and of their direct neighbours get the full score
+    (hop decay 1.0); each hop beyond multiplies it by ``graph_hop_decay`` (0.5 at hop 2).
+    """
+    hop_decay = config.graph_hop_decay ** max(0, depth - 1)
+    bonus = config.graph_query_bonus if mentioned_in_query else 1.0
+    half_life = float(config.recency_half_life_days)
+    value = (
+        edge_strength
+        * soft_recency(fact_time, now, half_life)
+        * (soft_recency(edge_time, now, half_life) if depth > 0 else 1.0)
+        * bonus
+        * hop_decay
+    )
+    return min(1.0, max(0.0, value))
+
+
+def relevance(semantic: float, keyword: float, graph: float) -> float:
+    """Probabilistic OR of the three retrieval signals (semantic at full weight)."""
+    s = min(1.0, max(0.0, semantic))
+    k = min(1.0, max(0.0, keyword)) * KEYWORD_BLEND
+    g = min(1.0, max(0.0, graph)) * GRAPH_BLEND
+    return 1.0 - (1.0 - s) * (1.0 - k) * (1.0 - g)
+
+
+def formula_score(
+    *,
+    semantic: float,
+    keyword: float,
+    graph: float,
+    recency: float,
+    importance: float,
+    pattern: float,
+    config: MemoryConfig,
+) -> float:
+    """The pre-reranker score: weighted sum of relevance, recency and importance, plus the pattern boost."""
+    weights = config.score_weights
+    weighted = (
+        weights["semantic"] * relevance(semantic, keyword, graph)
+        + weights["recency"] * recency
+        + weights["importance"] * min(1.0, max(0.0, importance))
+    )
+    return min(1.0, max(0.0, weighted + pattern))
+
+
+@dataclass
+class Candidate:
+    """A fact some signal found, with everything ranking needs (no database handle)."""
+
+    fact_id: str
+    entity_key: str
+    fact_text: str
+    valid_from: datetime
+    entity_name: str | None = None
+    entity_type: str | None = None
+    attribute_key: str | None = None
+    speaker: str | None = None
+    confidence: float = 0.8
+    importance: float = 0.5
+    valid_to: datetime | None = None
+    created_at: datetime | None = None
+    reinforcement_count: int = 0
+    last_confirmed_at: datetime | None = None
+    times_retrieved: int = 0
+    last_retrieved_at: datetime | None = None
+    user_correction_count: int = 0
+    cluster_id: str | None = None
+    source_event_id: str | None = None
+    message_id: str | None = None
+    semantic: float = 0.0
+    keyword: float = 0.0
+    graph: float = 0.0
+    sources: set[str] = field(default_factory=set)
+
+    def absorb(self, other: Candidate) -> None:
+        """Keep the best value of every signal when two signals found the same fact."""
+        self.semantic = max(self.semantic, other.semantic)
+        self.keyword = max(self.keyword, other.keyword)
+        self.graph = max(self.graph, other.graph)
+        self.sources |= other.sources
+
+
+def merge_candidates(*groups: Iterable[Candidate]) -> dict[str, Candidate]:
+    """Deduplicate by fact id, keeping the strongest value of each signal (first occurrence's row)."""
+    merged: dict[str, Candidate] = {}
+    for group in groups:
+        for candidate in group:
+            existing = merged.get(candidate.fact_id)
+            if existing is None:
+                merged[candidate.fact_id] = candidate
+            else:
+                existing.absorb(candidate)
+    return merged
+
+
+@dataclass
+class RankedFact:
+    """A candidate with its score breakdown; ``score`` is the final score (formula until reranked)."""
+
+    candidate: Candidate
+    scores: dict[str, float]
+    score: float
+
+    @property
+    def formula(self) -> float:
+        """The pre-reranker score."""
+        return self.scores["formula"]
+
+
+def score_candidate(candidate: Candidate, config: MemoryConfig, now: datetime) -> RankedFact:
+    """Every signal of ``candidate`` and its formula score."""
+    recency = recency_score(candidate.valid_from, now, float(config.recency_half_life_days))
+    since = candidate.valid_from
+    if candidate.last_confirmed_at is not None and _aware(candidate.last_confirmed_at) > _aware(since):
+        since = candidate.last_confirmed_at
+    confidence = effective_confidence(
+        candidate.confidence,
+        since,
+        now,
+        decay_per_week=config.confidence_decay_per_week,
+        floor=config.confidence_floor,
+    )
+    pattern = compute_pattern_signal(
+        candidate.reinforcement_count,
+        candidate.last_confirmed_at,
+        now,
+        max_boost=config.pattern_signal_max_boost,
+    )
+    formula = formula_score(
+        semantic=candidate.semantic,
+        keyword=candidate.keyword,
+        graph=candidate.graph,
+        recency=recency,
+        importance=candidate.importance,
+        pattern=pattern,
+        config=config,
+    )
+    scores = {
+        "semantic": round(max(0.0, candidate.semantic), 6),
+        "keyword": round(candidate.keyword, 6),
+        "graph": round(candidate.graph, 6),
+        "recency": round(recency, 6),
+        "importance": round(candidate.importance, 6),
+        "confidence": round(confidence, 6),
+        "pattern": round(pattern, 6),
+        "formula": round(formula, 6),
+    }
+    return RankedFact(candidate=candidate, scores=scores, score=scores["formula"])
+
+
+def rank_candidates(candidates: Iterable[Candidate], config: MemoryConfig, now: datetime) -> list[RankedFact]:
+    """Score every candidate and sort best first (ties: newer, then fact id, so the order is stable)."""
+    ranked = [score_candidate(candidate, config, now) for candidate in candidates]
+    ranked.sort(key=_order_key)
+    return ranked
+
+
+def _order_key(fact: RankedFact) -> tuple[float, float, str]:
+    return (-fact.score, -_aware(fact.candidate.valid_from).timestamp(), fact.candidate.fact_id)
+
+
+def sort_ranked(facts: list[RankedFact]) -> list[RankedFact]:
+    """Best final score first, with the same stable tie-breaks as :func:`rank_candidates`."""
+    return sorted(facts, key=_order_key)
+
+
+def select_final(facts: list[RankedFact], config: MemoryConfig) -> list[RankedFact]:
+    """Facts at or above ``min_score``, best first, at most ``topk_facts``."""
+    kept = [fact for fact in sort_ranked(facts) if fact.score >= config.min_score and fact.score > 0.0]
+    return kept[: config.topk_facts]

@@ -1,0 +1,96 @@
+"""What retrieval and the memory-management reads return: the contract of the API and the client."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class ScoredFact(_Out):
+    """A retrieved fact with its final score and the breakdown of every signal."""
+
+    fact_id: str
+    entity_name: str | None = None
+    entity_key: str
+    attribute_key: str | None = None
+    fact_text: str
+    score: float
+    scores: dict[str, float] = Field(
+        default_factory=dict,
+        description="semantic, keyword, recency, importance, confidence, reranker, formula, pattern, graph",
+    )
+    speaker: str | None = None
+    source_event_id: str | None = None
+    message_id: str | None = None
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+
+
+class RetrievedEvent(_Out):
+    """A past message shown under "Relevant conversations"."""
+
+    event_id: str
+    text: str
+    speaker: str
+    occurred_at: datetime
+    message_id: str | None = None
+    score: float = 0.0
+
+
+class RetrieveResult(_Out):
+    """Ranked facts, the token-budgeted context string, and how the answer was produced."""
+
+    facts: list[ScoredFact] = Field(default_factory=list)
+    events: list[RetrievedEvent] = Field(default_factory=list)
+    context: str = ""
+    total_candidates: int = 0
+    duration_ms: float = 0.0
+    config_effective: dict[str, Any] = Field(default_factory=dict)
+    warnings: list[str] = Field(default_factory=list)
+    trace: dict[str, Any] | None = None
+
+
+class FactDetail(_Out):
+    """One fact with its validity window and provenance (superseded facts included)."""
+
+    fact_id: str
+    entity_key: str
+    entity_name: str | None = None
+    entity_type: str | None = None
+    attribute_key: str | None = None
+    fact_text: str
+    confidence: float
+    importance: float
+    speaker: str | None = None
+    source_event_id: str | None = None
+    supersedes_fact_id: str | None = None
+    valid_from: datetime
+    valid_to: datetime | None = None
+    invalidated_at: datetime | None = None
+    is_active: bool
+    reinforcement_count: int = 0
+    times_retrieved: int = 0
+    last_retrieved_at: datetime | None = None
+    source_context: str | None = None
+    created_at: datetime
+
+
+class EntityDetail(_Out):
+    """An entity as the entities endpoint lists it."""
+
+    entity_id: str
+    canonical_key: str
+    display_name: str | None = None
+    entity_type: str
+    summary_text: str | None = None
+    fact_count: int = 0
+    importance_score: float | None = None
+    first_seen_at: datetime
+    last_seen_at: datetime
+    profile_text: str | None = None

@@ -1,0 +1,665 @@
+"""Stage 2 of retrieval: the semantic, keyword and graph signals (seeds R3-R5) and relevant events.
+
+The three fact signals run as **one SQL statement** (CTEs ``sem``, ``kw``, graph hops, ``broad``)
+that returns every candidate once with what each signal saw; the pure ranking code then scores
+them. Every CTE is scoped by ``agent_id`` and the same fact filter: validity (active, or the
+time-travel window), ``min_confidence``, the optional session and ``entity_keys`` filters. User
+text never reaches the SQL text: keywords are bound parameters (escaped for ``ILIKE``), and the
+SQL is assembled only from the fixed fragments below.
+
+Vector search and a small agent in a large table
+------------------------------------------------
+pgvector 0.6 has no iterative index scans: an HNSW scan yields at most ``hnsw.ef_search``
+tuples and only then applies ``WHERE agent_id = ...``. When the agent owns a small slice of the
+table, most of those tuples belong to other agents and the agent gets fewer than ``k`` results,
+or none. So the strategy is chosen per agent (:func:`choose_vector_strategy`):
+
+* **exact** when the agent has fewer than :data:`EXACT_SCAN_MAX_FACTS` (20,000) facts in the
+  searched validity window: the ``(agent_id, ...)`` b-tree narrows the scan to the agent's rows
+  and they are ordered by true distance (the ``+ 0`` in the ORDER BY keeps the planner off the
+  HNSW index). 20,000 vectors cost a few tens of milliseconds to compare, which is less than a
+  wrong answer costs. Also exact whenever an ``entity_keys`` filter narrows the candidates.
+* **hnsw** above it, with ``SET LOCAL hnsw.ef_search`` raised to :data:`HNSW_EF_SEARCH` and an
+  over-fetch of :data:`HNSW_OVERFETCH` x the wanted rows, but only when the agent's share of the
+  table makes at least :data:`HNSW_MIN_EXPECTED_HITS` x the wanted rows likely among the
+  ``ef_search`` tuples the index yields; otherwise exact again.
+* **guard**: if the HNSW scan still returns fewer rows than wanted, the semantic search is
+  re-run exactly (a short answer is the symptom of the filtered-ANN problem).
+
+The agent's fact count comes from the resolution statement, counted up to the threshold only (a
+bounded index scan); past it, a full count is cached per agent for :data:`AGENT_COUNT_TTL_SEC`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+from sqlalchemy import text
+from sqlalchemy.orm import Session
+
+from memory_core.config import MemoryConfig
+from memory_core.read.entities import TimeWindow, fact_validity_sql, window_params
+from memory_core.read.rank import AGGREGATION_KEYWORD_SCORE, Candidate, graph_score, recency_score
+from memory_core.read.schemas import RetrievedEvent
+from memory_core.write.repository import vector_literal
+
+__all__ = [
+    "AGENT_COUNT_TTL_SEC",
+    "ELIGIBLE_CTE",
+    "EXACT_SCAN_MAX_FACTS",
+    "FACT_COLUMNS",
+    "HNSW_EF_SEARCH",
+    "HNSW_MIN_EXPECTED_HITS",
+    "HNSW_OVERFETCH",
+    "GraphNode",
+    "SignalRequest",
+    "SignalResult",
+    "base_candidate",
+    "choose_vector_strategy",
+    "fact_filter_sql",
+    "like_escape",
+    "relevant_events",
+    "run_signals",
+]
+
+# Below this many facts an agent is searched exactly (see the module docstring).
+EXACT_SCAN_MAX_FACTS = 20_000
+# ef_search for approximate scans (pgvector's default is 40, its maximum 1000).
+HNSW_EF_SEARCH = 400
+_HNSW_EF_SEARCH_MAX = 1000
+# Approximate scans ask the index for this many times the rows they need.
+HNSW_OVERFETCH = 4
+# Approximate search is used only if ef_search x agent share >= this many times the wanted rows.
+HNSW_MIN_EXPECTED_HITS = 2.0
+# A full count of a large agent's facts is reused for this long.
+AGENT_COUNT_TTL_SEC = 600.0
+# Graph BFS keeps at most this many entities per hop (strongest paths first).
+GRAPH_FRONTIER_LIMIT = 100
+# Events: relevance score = EVENT_SIMILARITY_WEIGHT x similarity + the rest x recency.
+EVENT_SIMILARITY_WEIGHT = 0.8
+
+VectorStrategy = Literal["exact", "hnsw"]
+
+
+def like_escape(value: str) -> str:
+    r"""Escape ``\``, ``%`` and ``_`` so ``value`` matches itself literally in LIKE/ILIKE (escape char ``\``)."""
+    return value.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def choose_vector_strategy(
+    agent_facts: int,
+    table_rows: float,
+    wanted: int,
+    *,
+    narrowed: bool = False,
+) -> VectorStrategy:
+    """Exact scan for small agents (or narrowed searches), HNSW only when it can find ``wanted`` rows."""
+    if narrowed or agent_facts < EXACT_SCAN_MAX_FACTS:
+        return "exact"
+    share = agent_facts / max(float(agent_facts), table_rows, 1.0)
+    expected_hits = min(HNSW_EF_SEARCH, _HNSW_EF_SEARCH_MAX) * share
+    if expected_hits < HNSW_MIN_EXPECTED_HITS * wanted:
+        return "exact"
+    return "hnsw"
+
+
+_COUNT_ACTIVE_SQL = "SELECT count(*) FROM memory_facts WHERE agent_id = :agent AND valid_to IS NULL"
+_COUNT_ALL_SQL = "SELECT count(*) FROM memory_facts WHERE agent_id = :agent"
+
+
+class _AgentCounts:
+    """Full active-fact counts of large agents, cached briefly (they only steer the search strategy)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._values: dict[tuple[str, bool], tuple[float, int]] = {}
+
+    def get(self, session: Session, agent_id: str, window: TimeWindow | None) -> int:
+        key = (agent_id, window is None)
+        now = time.monotonic()
+        with self._lock:
+            cached = self._values.get(key)
+        if cached is not None and now - cached[0] < AGENT_COUNT_TTL_SEC:
+            return cached[1]
+        sql = _COUNT_ACTIVE_SQL if window is None else _COUNT_ALL_SQL
+        count = int(
+            session.execute(
+                text(sql),
+                {"agent": agent_id},
+            ).scalar_one()
+        )
+        with self._lock:
+            if len(self._values) > 10_000:
+                self._values.clear()
+            self._values[key] = (now, count)
+        return count
+
+    def clear(self) -> None:
+        with self._lock:
+            self._values.clear()
+
+
+agent_counts = _AgentCounts()
+
+
+@dataclass(frozen=True, slots=True)
+class GraphNode:
+    """An entity the graph BFS starts from: a query entity (depth 0) or a primed neighbour (depth 1)."""
+
+    key: str
+    depth: int
+    strength: float = 1.0
+    edge_time: datetime | None = None
+
+
+@dataclass
+class SignalRequest:
+    """Everything the signal statement needs."""
+
+    agent_id: str
+    config: MemoryConfig
+    now: datetime
+    query_vector: list[float] | None = None
+    keywords: Sequence[str] = ()
+    entity_patterns: Sequence[str] = ()
+    graph_nodes: Sequence[GraphNode] = ()
+    mentioned: frozenset[str] = frozenset()
+    broad: bool = False
+    window: TimeWindow | None = None
+    session_id: str | None = None
+    filter_keys: Sequence[str] | None = None
+    agent_facts: int = 0
+    table_rows: float = 0.0
+
+
+@dataclass
+class SignalResult:
+    """Candidates of every signal, merged by fact id, and what each signal contributed."""
+
+    candidates: list[Candidate] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+    vector_strategy: str = "none"
+    duration_ms: float = 0.0
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-friendly form for the trace."""
+        return {
+            "candidates": len(self.candidates),
+            "per_signal": dict(self.counts),
+            "vector_strategy": self.vector_strategy,
+            "duration_ms": round(self.duration_ms, 2),
+            "single_statement": True,
+        }
+
+
+# --- SQL fragments (fixed text; every value is a bound parameter) ------------------------
+
+ELIGIBLE_CTE = """
+eligible AS (
+    SELECT l.fact_id AS id FROM memory_fact_entity_links l
+    WHERE l.agent_id = :agent AND l.entity_key = ANY(CAST(:filter_keys AS text[]))
+    UNION
+    SELECT f0.id FROM memory_facts f0
+    WHERE f0.agent_id = :agent AND f0.entity_key = ANY(CAST(:filter_keys AS text[]))
+)"""
+
+_SEM_EXACT_CTE = """
+sem AS (
+    SELECT f.id, f.embedding_vec <=> CAST(:vec AS vector) AS distance
+    FROM memory_facts f
+    WHERE {fact_filter} AND f.embedding_vec IS NOT NULL
+    ORDER BY (f.embedding_vec <=> CAST(:vec AS vector)) + 0, f.id
+    LIMIT :sem_limit
+)"""
+
+_SEM_HNSW_CTE = """
+sem_ann AS (
+    SELECT f.id, f.embedding_vec <=> CAST(:vec AS vector) AS distance
+    FROM memory_facts f
+    WHERE {fact_filter} AND f.embedding_vec IS NOT NULL
+    ORDER BY f.embedding_vec <=> CAST(:vec AS vector)
+    LIMIT :ann_limit
+),
+sem AS (SELECT id, distance FROM sem_ann ORDER BY distance, id LIMIT :sem_limit)"""
+
+_KW_CTE = """
+kw AS (
+    SELECT f.id,
+           (SELECT count(*) FROM unnest(CAST(:kw_patterns AS text[])) AS p(pattern)
+            WHERE f.fact_text ILIKE p.pattern ESCAPE '\\') AS matched,
+           f.entity_key LIKE ANY(CAST(:entity_patterns AS text[])) AS pattern_hit
+    FROM memory_facts f
+    WHERE {fact_filter} AND ({kw_match})
+    ORDER BY matched DESC, pattern_hit DESC, f.importance DESC, f.valid_from DESC, f.id
+    LIMIT :kw_limit
+)"""
+
+_GRAPH_SEED_CTE = """
+g0 AS (
+    SELECT t.key, t.depth, t.strength, t.edge_time
+    FROM unnest(CAST(:g_keys AS text[]), CAST(:g_depths AS int[]), CAST(:g_strengths AS float8[]),
+                CAST(:g_times AS timestamptz[])) AS t(key, depth, strength, edge_time)
+)"""
+
+_GRAPH_HOP_CTE = """
+{name} AS (
+    SELECT key, depth, strength, edge_time FROM (
+        SELECT DISTINCT ON (n.key) n.key, {depth} AS depth, n.strength, n.edge_time
+        FROM (
+            SELECT CASE WHEN r.source_entity_key = p.key THEN r.target_entity_key ELSE r.source_entity_key END AS key,
+                   p.strength * r.strength AS strength,
+                   GREATEST(r.valid_from, COALESCE(r.last_used_at, r.valid_from)) AS edge_time
+            FROM {previous} p
+            JOIN memory_entity_relationships r
+              ON r.agent_id = :agent AND (r.source_entity_key = p.key OR r.target_entity_key = p.key)
+            WHERE p.depth = {previous_depth} AND r.strength >= :min_edge_strength AND {edge_validity}
+        ) n
+        WHERE n.key NOT IN ({visited})
+        ORDER BY n.key, n.strength DESC
+    ) best
+    ORDER BY strength DESC, key
+    LIMIT :frontier
+)"""
+
+_GRAPH_LEVEL_ROWS = "SELECT key, depth, strength, edge_time FROM {name}"
+_GRAPH_LEVEL_KEYS = "SELECT key FROM {name}"
+
+_GRAPH_FACTS_CTE = """
+reached AS ({reached}),
+graph_links AS (
+    SELECT l.fact_id AS id, g.key, g.depth, g.strength, g.edge_time
+    FROM reached g JOIN memory_fact_entity_links l ON l.agent_id = :agent AND l.entity_key = g.key
+    UNION ALL
+    SELECT f0.id, g.key, g.depth, g.strength, g.edge_time
+    FROM reached g JOIN memory_facts f0 ON f0.agent_id = :agent AND f0.entity_key = g.key
+),
+graph_best AS (
+    SELECT DISTINCT ON (f.id) f.id, gl.key AS via_key, gl.depth, gl.strength, gl.edge_time,
+           f.importance, f.valid_from
+    FROM graph_links gl JOIN memory_facts f ON f.id = gl.id
+    WHERE {fact_filter}
+    ORDER BY f.id, gl.depth, gl.strength DESC
+),
+graph AS (
+    SELECT id, via_key, depth, strength, edge_time FROM graph_best
+    ORDER BY depth, strength DESC, importance DESC, valid_from DESC, id
+    LIMIT :graph_limit
+)"""
+
+_BROAD_CTE = """
+broad AS (
+    SELECT f.id FROM memory_facts f
+    WHERE {fact_filter}
+    ORDER BY f.importance DESC, f.valid_from DESC, f.id
+    LIMIT :broad_limit
+)"""
+
+# The columns a Candidate is built from (``f`` = memory_facts, ``ev`` = its source event).
+FACT_COLUMNS = """f.id, f.entity_key, f.entity_name, f.entity_type, f.attribute_key, f.fact_text, f.speaker,
+       f.confidence, f.importance, f.valid_from, f.valid_to, f.created_at, f.reinforcement_count,
+       f.last_confirmed_at, f.times_retrieved, f.last_retrieved_at, f.user_correction_count,
+       f.cluster_id, f.source_event_id, ev.message_id"""
+
+_FINAL_SELECT = """
+SELECT {fact_columns},
+       {similarity} AS similarity,
+       {in_sem} AS in_sem,
+       {kw_matched} AS kw_matched, {kw_pattern} AS kw_pattern,
+       {g_key} AS g_key, {g_depth} AS g_depth, {g_strength} AS g_strength, {g_time} AS g_time,
+       {in_broad} AS in_broad
+FROM ({candidates}) AS cand
+JOIN memory_facts f ON f.id = cand.id
+{joins}
+LEFT JOIN memory_events ev ON ev.id = f.source_event_id
+"""
+
+
+def fact_filter_sql(window: TimeWindow | None, *, session_filter: bool, entity_filter: bool) -> str:
+    """The condition every fact signal applies to ``memory_facts f``.
+
+    Binds ``:agent``, ``:min_confidence``, the window parameters, ``:session_id`` when
+    ``session_filter`` and needs the ``eligible`` CTE (:data:`ELIGIBLE_CTE`) when ``entity_filter``.
+    """
+    parts = ["f.agent_id = :agent", fact_validity_sql("f", window), "f.confidence >= :min_confidence"]
+    if session_filter:
+        parts.append(
+            "EXISTS (SELECT 1 FROM memory_events se WHERE se.id = f.source_event_id "
+            "AND se.agent_id = :agent AND se.session_id = :session_id)"
+        )
+    if entity_filter:
+        parts.append("f.id IN (SELECT id FROM eligible)")
+    return " AND ".join(parts)
+
+
+def _fact_filter(request: SignalRequest) -> str:
+    return fact_filter_sql(
+        request.window,
+        session_filter=request.session_id is not None,
+        entity_filter=request.filter_keys is not None,
+    )
+
+
+def _graph_ctes(request: SignalRequest, fact_filter: str) -> list[str]:
+    max_hops = request.config.graph_max_hops
+    ctes = [_GRAPH_SEED_CTE]
+    levels = [_GRAPH_LEVEL_ROWS.format(name="g0")]
+    visited = [_GRAPH_LEVEL_KEYS.format(name="g0")]
+    previous, previous_depth = "g0", 1
+    edge_validity = fact_validity_sql("r", request.window)
+    for depth in range(2, max_hops + 1):
+        name = f"hop{depth}"
+        ctes.append(
+            _GRAPH_HOP_CTE.format(
+                name=name,
+                depth=depth,
+                previous=previous,
+                previous_depth=previous_depth,
+                edge_validity=edge_validity,
+                visited=" UNION ALL ".join(visited),
+            )
+        )
+        levels.append(_GRAPH_LEVEL_ROWS.format(name=name))
+        visited.append(_GRAPH_LEVEL_KEYS.format(name=name))
+        previous, previous_depth = name, depth
+    ctes.append(_GRAPH_FACTS_CTE.format(reached=" UNION ALL ".join(levels), fact_filter=fact_filter))
+    return ctes
+
+
+def _statement(request: SignalRequest, strategy: VectorStrategy | None) -> tuple[str, dict[str, Any]]:
+    config = request.config
+    fact_filter = _fact_filter(request)
+    budget = config.signal_max_facts * (2 if request.broad else 1)
+    sem_limit = max(config.signal_max_facts, config.reranker_candidate_multiplier * config.topk_facts)
+    params: dict[str, Any] = {
+        "agent": request.agent_id,
+        "min_confidence": config.min_confidence,
+        **window_params(request.window),
+    }
+    if request.session_id is not None:
+        params["session_id"] = request.session_id
+    ctes: list[str] = []
+    if request.filter_keys is not None:
+        ctes.append(ELIGIBLE_CTE)
+        params["filter_keys"] = list(request.filter_keys)
+    sources: list[str] = []
+    joins: list[str] = []
+    columns = {
+        "similarity": "NULL::float8",
+        "in_sem": "false",
+        "kw_matched": "NULL::int",
+        "kw_pattern": "false",
+        "g_key": "NULL::text",
+        "g_depth": "NULL::int",
+        "g_strength": "NULL::float8",
+        "g_time": "NULL::timestamptz",
+        "in_broad": "false",
+    }
+    if request.query_vector is not None:
+        params["vec"] = vector_literal(request.query_vector)
+        columns["similarity"] = "1 - (f.embedding_vec <=> CAST(:vec AS vector))"
+    if request.query_vector is not None and strategy is not None:
+        params["sem_limit"] = sem_limit
+        if strategy == "hnsw":
+            params["ann_limit"] = sem_limit * HNSW_OVERFETCH
+            ctes.append(_SEM_HNSW_CTE.format(fact_filter=fact_filter))
+        else:
+            ctes.append(_SEM_EXACT_CTE.format(fact_filter=fact_filter))
+        sources.append("SELECT id FROM sem")
+        joins.append("LEFT JOIN sem ON sem.id = f.id")
+        columns["in_sem"] = "sem.id IS NOT NULL"
+    keywords = list(request.keywords)
+    patterns = list(request.entity_patterns)
+    if keywords or patterns:
+        matches = []
+        if keywords:
+            matches.append("f.search_vector @@ to_tsquery('simple', :tsquery)")
+            params["tsquery"] = " | ".join(f"{word}:*" for word in keywords)
+        if patterns:
+            matches.append("f.entity_key LIKE ANY(CAST(:entity_patterns AS text[]))")
+        params["kw_patterns"] = [f"%{like_escape(word)}%" for word in keywords]
+        params["entity_patterns"] = patterns
+        params["kw_limit"] = budget
+        ctes.append(_KW_CTE.format(fact_filter=fact_filter, kw_match=" OR ".join(matches)))
+        sources.append("SELECT id FROM kw")
+        joins.append("LEFT JOIN kw ON kw.id = f.id")
+        columns["kw_matched"] = "kw.matched"
+        columns["kw_pattern"] = "COALESCE(kw.pattern_hit, false)"
+    if request.graph_nodes:
+        nodes = list(request.graph_nodes)
+        params.update(
+            {
+                "g_keys": [node.key for node in nodes],
+                "g_depths": [node.depth for node in nodes],
+                "g_strengths": [node.strength for node in nodes],
+                "g_times": [node.edge_time for node in nodes],
+                "min_edge_strength": config.graph_min_edge_strength,
+                "frontier": GRAPH_FRONTIER_LIMIT,
+                "graph_limit": config.graph_max_facts * (2 if request.broad else 1),
+            }
+        )
+        ctes.extend(_graph_ctes(request, fact_filter))
+        sources.append("SELECT id FROM graph")
+        joins.append("LEFT JOIN graph ON graph.id = f.id")
+        columns.update(
+            {
+                "g_key": "graph.via_key",
+                "g_depth": "graph.depth",
+                "g_strength": "graph.strength",
+                "g_time": "graph.edge_time",
+            }
+        )
+    if request.broad:
+        params["broad_limit"] = budget
+        ctes.append(_BROAD_CTE.format(fact_filter=fact_filter))
+        sources.append("SELECT id FROM broad")
+        joins.append("LEFT JOIN broad ON broad.id = f.id")
+        columns["in_broad"] = "broad.id IS NOT NULL"
+    if not sources:
+        return "", params
+    sql = "WITH " + ",\n".join(cte.strip() for cte in ctes) + "\n"
+    sql += _FINAL_SELECT.format(
+        fact_columns=FACT_COLUMNS, candidates=" UNION ".join(sources), joins="\n".join(joins), **columns
+    )
+    return sql, params
+
+
+def base_candidate(row: Any) -> Candidate:
+    """A candidate with no signal yet, from a row selecting :data:`FACT_COLUMNS`."""
+    return Candidate(
+        fact_id=str(row.id),
+        entity_key=str(row.entity_key),
+        fact_text=str(row.fact_text),
+        valid_from=row.valid_from,
+        entity_name=row.entity_name,
+        entity_type=row.entity_type,
+        attribute_key=row.attribute_key,
+        speaker=row.speaker,
+        confidence=float(row.confidence),
+        importance=float(row.importance),
+        valid_to=row.valid_to,
+        created_at=row.created_at,
+        reinforcement_count=int(row.reinforcement_count or 0),
+        last_confirmed_at=row.last_confirmed_at,
+        times_retrieved=int(row.times_retrieved or 0),
+        last_retrieved_at=row.last_retrieved_at,
+        user_correction_count=int(row.user_correction_count or 0),
+        cluster_id=str(row.cluster_id) if row.cluster_id is not None else None,
+        source_event_id=str(row.source_event_id) if row.source_event_id is not None else None,
+        message_id=row.message_id,
+    )
+
+
+def _candidate(row: Any, request: SignalRequest) -> Candidate:
+    config = request.config
+    candidate = base_candidate(row)
+    similarity = float(row.similarity) if row.similarity is not None else 0.0
+    candidate.semantic = max(0.0, min(1.0, similarity))
+    if row.in_sem and similarity >= config.min_similarity:
+        candidate.sources.add("semantic")
+    if row.kw_matched is not None:
+        keyword = int(row.kw_matched) / len(request.keywords) if request.keywords else 0.0
+        if row.kw_pattern:
+            keyword = max(keyword, AGGREGATION_KEYWORD_SCORE)
+        candidate.keyword = min(1.0, keyword)
+        if candidate.keyword > 0.0:
+            candidate.sources.add("keyword")
+    if row.g_depth is not None:
+        candidate.graph = graph_score(
+            depth=int(row.g_depth),
+            edge_strength=float(row.g_strength),
+            fact_time=row.valid_from,
+            edge_time=row.g_time,
+            mentioned_in_query=str(row.g_key) in request.mentioned,
+            now=request.now,
+            config=config,
+        )
+        candidate.sources.add("graph")
+    if row.in_broad:
+        candidate.sources.add("broad")
+    return candidate
+
+
+def _exact_semantic_rows(session: Session, request: SignalRequest) -> list[Any]:
+    exact_only = SignalRequest(
+        agent_id=request.agent_id,
+        config=request.config,
+        now=request.now,
+        query_vector=request.query_vector,
+        window=request.window,
+        session_id=request.session_id,
+        filter_keys=request.filter_keys,
+    )
+    sql, params = _statement(exact_only, "exact")
+    return list(session.execute(text(sql), params).all())
+
+
+def run_signals(session: Session, request: SignalRequest) -> SignalResult:
+    """Run the semantic, keyword and graph signals in one statement; return merged candidates."""
+    started = time.perf_counter()
+    config = request.config
+    result = SignalResult()
+    strategy: VectorStrategy | None = None
+    if request.query_vector is not None:
+        wanted = max(config.signal_max_facts, config.reranker_candidate_multiplier * config.topk_facts)
+        agent_facts = request.agent_facts
+        if agent_facts >= EXACT_SCAN_MAX_FACTS and request.filter_keys is None:
+            agent_facts = agent_counts.get(session, request.agent_id, request.window)
+        strategy = choose_vector_strategy(
+            agent_facts, request.table_rows, wanted, narrowed=request.filter_keys is not None
+        )
+        if strategy == "hnsw":
+            ef_search = min(_HNSW_EF_SEARCH_MAX, max(HNSW_EF_SEARCH, wanted * HNSW_OVERFETCH))
+            # SET LOCAL: the raised ef_search ends with this read transaction.
+            session.execute(text(f"SET LOCAL hnsw.ef_search = {int(ef_search)}"))
+        result.vector_strategy = strategy
+    sql, params = _statement(request, strategy)
+    rows = list(session.execute(text(sql), params).all()) if sql else []
+    if strategy == "hnsw" and sum(1 for row in rows if row.in_sem) < params["sem_limit"]:
+        # The filtered ANN scan came back short (the symptom of pgvector 0.6's post-filtering):
+        # redo the semantic part exactly and let it decide which facts are semantic candidates.
+        exact_rows = _exact_semantic_rows(session, request)
+        exact_ids = {str(row.id) for row in exact_rows}
+        by_id = {str(row.id): row for row in rows}
+        for row in exact_rows:
+            by_id.setdefault(str(row.id), row)
+        candidates: list[Candidate] = []
+        for fact_id, row in by_id.items():
+            candidate = _candidate(row, request)
+            candidate.sources.discard("semantic")
+            if fact_id in exact_ids and candidate.semantic >= config.min_similarity:
+                candidate.sources.add("semantic")
+            candidates.append(candidate)
+        result.vector_strategy = "hnsw->exact"
+        return _finish(result, candidates, started)
+    return _finish(result, [_candidate(row, request) for row in rows], started)
+
+
+def _finish(result: SignalResult, candidates: list[Candidate], started: float) -> SignalResult:
+    # Semantic rows below min_similarity that no other signal found are not candidates.
+    result.candidates = [candidate for candidate in candidates if candidate.sources]
+    for name in ("semantic", "keyword", "graph", "broad"):
+        result.counts[name] = sum(1 for candidate in result.candidates if name in candidate.sources)
+    result.duration_ms = (time.perf_counter() - started) * 1000.0
+    return result
+
+
+_EVENTS_SQL = """
+WITH recent AS (
+    SELECT e.id, e.text, e.speaker, e.occurred_at, e.message_id, e.embedding_vec
+    FROM memory_events e
+    WHERE e.agent_id = :agent AND e.embedding_vec IS NOT NULL {session} {window}
+    ORDER BY e.occurred_at DESC, e.id
+    LIMIT :scan
+)
+SELECT id, text, speaker, occurred_at, message_id, 1 - (embedding_vec <=> CAST(:vec AS vector)) AS similarity
+FROM recent
+WHERE 1 - (embedding_vec <=> CAST(:vec AS vector)) >= :min_similarity
+ORDER BY similarity DESC, occurred_at DESC, id
+LIMIT :candidates
+"""
+
+
+def relevant_events(
+    session: Session,
+    agent_id: str,
+    query_vector: Sequence[float],
+    config: MemoryConfig,
+    *,
+    now: datetime,
+    session_id: str | None = None,
+    window: TimeWindow | None = None,
+) -> list[RetrievedEvent]:
+    """The ``topk_events`` past messages most similar to the query among the ``event_max_scan`` latest.
+
+    Exact over that bounded window (no HNSW, so no filtered-ANN problem); ranked by
+    ``0.8 x similarity + 0.2 x recency``; text cut to ``context_event_max_chars`` (300).
+    """
+    if config.topk_events <= 0 or config.event_max_scan <= 0:
+        return []
+    params: dict[str, Any] = {
+        "agent": agent_id,
+        "vec": vector_literal(query_vector),
+        "scan": config.event_max_scan,
+        "min_similarity": config.min_similarity,
+        "candidates": config.topk_events * 3,
+    }
+    session_sql = ""
+    if session_id is not None:
+        session_sql = "AND e.session_id = :session_id"
+        params["session_id"] = session_id
+    window_sql = ""
+    if window is not None:
+        window_sql = "AND e.occurred_at <= :as_of_end"
+        params["as_of_end"] = window.end
+    rows = session.execute(text(_EVENTS_SQL.format(session=session_sql, window=window_sql)), params).all()
+    half_life = float(config.recency_half_life_days)
+    scored: list[tuple[float, Any]] = []
+    for row in rows:
+        if not str(row.text).strip():
+            continue
+        recency = recency_score(row.occurred_at, now, half_life)
+        score = EVENT_SIMILARITY_WEIGHT * float(row.similarity) + (1.0 - EVENT_SIMILARITY_WEIGHT) * recency
+        scored.append((score, row))
+    scored.sort(key=lambda item: (-item[0], -item[1].occurred_at.timestamp(), str(item[1].id)))
+    limit = config.context_event_max_chars
+    events: list[RetrievedEvent] = []
+    for score, row in scored[: config.topk_events]:
+        body = " ".join(str(row.text).split())
+        if limit and len(body) > limit:
+            body = body[: max(0, limit - 3)].rstrip() + "..."
+        events.append(
+            RetrievedEvent(
+                event_id=str(row.id),
+                text=body,
+                speaker=str(row.speaker),
+                occurred_at=row.occurred_at,
+                message_id=row.message_id,
+                score=round(score, 6),
+            )
+        )
+    return events
