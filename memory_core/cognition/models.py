@@ -1,7 +1,7 @@
 """Inputs and outputs of the write pipeline's skills: the contract both implementations honour.
 
 LLM skills parse these models from JSON; offline skills build them with rules. Pipeline
-stages store them in ``pipeline_runs.stage_outputs`` as JSON, so every field is
+stages store them in ``pipeline_stage_outputs`` as JSON, so every field is
 JSON-friendly and every model round-trips through ``model_dump(mode="json")``.
 """
 

@@ -104,13 +104,27 @@ class PipelineRun(Base):
     sweeps: Mapped[int] = mapped_column(Integer, server_default=sql_text("0"))
     error: Mapped[str | None] = mapped_column(Text)
     options: Mapped[dict[str, Any]] = mapped_column(server_default=sql_text("'{}'::jsonb"))
-    stage_outputs: Mapped[dict[str, Any]] = mapped_column(server_default=sql_text("'{}'::jsonb"))
+    # LLM answers already paid for, by (stage, skill): a redelivered stage reuses them.
+    llm_cache: Mapped[dict[str, Any]] = mapped_column(server_default=sql_text("'{}'::jsonb"))
     token_usage: Mapped[dict[str, Any]] = mapped_column(server_default=sql_text("'{}'::jsonb"))
     timings: Mapped[dict[str, Any]] = mapped_column(server_default=sql_text("'{}'::jsonb"))
     result: Mapped[dict[str, Any] | None] = mapped_column()
     created_at: Mapped[datetime] = _created_at()
     updated_at: Mapped[datetime] = _created_at()
     finished_at: Mapped[datetime | None] = mapped_column()
+
+
+class PipelineStageOutput(Base):
+    """One stage's stored output for one event: a row per stage, so no stage rewrites another's."""
+
+    __tablename__ = "pipeline_stage_outputs"
+
+    event_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("pipeline_runs.event_id", ondelete="CASCADE"), primary_key=True
+    )
+    stage: Mapped[str] = mapped_column(String(16), primary_key=True)
+    output: Mapped[dict[str, Any]] = mapped_column()
+    created_at: Mapped[datetime] = _created_at()
 
 
 class MaintenanceJobRun(Base):

@@ -23,7 +23,7 @@ from memory_core.write.context import WriteContext
 from memory_core.write.extract import compute_extraction
 from memory_core.write.reconcile import reconcile_facts
 from memory_core.write.resolve import resolve_entities, speaker_entity
-from memory_core.write.runs import RunView, complete_stage, load_run
+from memory_core.write.runs import RunView, complete_stage, load_run, relax_durability
 from memory_core.write.schemas import (
     ExtractStageOutput,
     ReconcileStageOutput,
@@ -74,7 +74,7 @@ def _check_inputs(run: RunView, stage: str) -> None:
 
 def _begin(ctx: WriteContext, event_id: uuid.UUID, stage: str, expected: str) -> RunView | StageOutcome:
     with reading(ctx) as session:
-        run = load_run(session, event_id)
+        run = load_run(session, event_id, outputs=REQUIRED_OUTPUTS[stage])
     if run is None:
         return "missing"
     if run.status != expected:
@@ -197,12 +197,13 @@ def run_upsert(ctx: WriteContext, event_id: uuid.UUID) -> StageOutcome:
     started = time.perf_counter()
     with ctx.sessions.begin() as session:
         # The run row lock makes a concurrent redelivery of this stage wait, then see "done".
-        run = load_run(session, event_id, for_update=True)
+        run = load_run(session, event_id, for_update=True, outputs=REQUIRED_OUTPUTS["upsert"])
         if run is None:
             return "missing"
         if run.status != "reconciled":
             return "skipped"
         _check_inputs(run, "upsert")
+        relax_durability(session)
         lock_agent(session, run.agent_id)
         extract = ExtractStageOutput.model_validate(run.stage_outputs["extract"])
         resolution = ResolveStageOutput.model_validate(run.stage_outputs["resolve"])

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, literal, select, text, update
+from sqlalchemy import delete, func, literal, select, text, update
 from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.orm import Session
 
-from memory_core.db.models import Import, MemoryEvent, PipelineRun
+from memory_core.db.models import Import, MemoryEvent, PipelineRun, PipelineStageOutput
 from memory_core.write.schemas import STAGE_INPUT_STATUS, STAGES, TERMINAL_STATUSES
 
 
@@ -34,8 +36,10 @@ class RunView:
     created_at: datetime
 
 
-def load_run(session: Session, event_id: uuid.UUID, *, for_update: bool = False) -> RunView | None:
-    """The run and its event, optionally locking the run row until the transaction ends."""
+def load_run(
+    session: Session, event_id: uuid.UUID, *, for_update: bool = False, outputs: Sequence[str] = ()
+) -> RunView | None:
+    """The run and its event (with the stored outputs of ``outputs``), optionally locking the run row."""
     statement = (
         select(PipelineRun, MemoryEvent)
         .join(MemoryEvent, MemoryEvent.id == PipelineRun.event_id)
@@ -47,6 +51,14 @@ def load_run(session: Session, event_id: uuid.UUID, *, for_update: bool = False)
     if row is None:
         return None
     run, event = row
+    stored: dict[str, Any] = {"llm_cache": dict(run.llm_cache or {})}
+    if outputs:
+        rows = session.execute(
+            select(PipelineStageOutput.stage, PipelineStageOutput.output).where(
+                PipelineStageOutput.event_id == event_id, PipelineStageOutput.stage.in_(list(outputs))
+            )
+        ).all()
+        stored.update(dict(rows))
     return RunView(
         event_id=run.event_id,
         agent_id=run.agent_id,
@@ -54,7 +66,7 @@ def load_run(session: Session, event_id: uuid.UUID, *, for_update: bool = False)
         stage=run.stage,
         attempts=run.attempts,
         options=dict(run.options or {}),
-        stage_outputs=dict(run.stage_outputs or {}),
+        stage_outputs=stored,
         text=event.text,
         speaker=event.speaker,
         session_id=event.session_id,
@@ -62,6 +74,16 @@ def load_run(session: Session, event_id: uuid.UUID, *, for_update: bool = False)
         occurred_at=event.occurred_at,
         created_at=run.created_at,
     )
+
+
+def relax_durability(session: Session) -> None:
+    """Do not wait for the WAL flush when this transaction commits.
+
+    Safe for stage transactions only: if PostgreSQL crashed before flushing, the run would
+    fall back to its previous status and the stage would run again, which is idempotent.
+    The event itself (written by the API before it answers 202) is always flushed.
+    """
+    session.execute(text("SET LOCAL synchronous_commit = off"))
 
 
 def _jsonb(value: Any) -> Any:
@@ -81,15 +103,16 @@ def complete_stage(
     """Store ``stage``'s output and advance the status, only if the run still waits for it.
 
     Returns False (and writes nothing) when another delivery of the same stage got there
-    first: the check-and-set on the status makes a redelivered stage a no-op.
+    first: the check-and-set on the status makes a redelivered stage a no-op. The output goes
+    to a row of its own, so a stage never rewrites the (large) outputs of the stages before it.
     """
     expected = STAGE_INPUT_STATUS[stage]
+    relax_durability(session)
     values: dict[str, Any] = {
         "status": new_status,
         "stage": stage,
         "error": None,
         "updated_at": func.now(),
-        "stage_outputs": PipelineRun.stage_outputs.op("||")(func.jsonb_build_object(stage, _jsonb(output))),
         "timings": PipelineRun.timings.op("||")(func.jsonb_build_object(stage, round(duration_ms, 2))),
     }
     if tokens:
@@ -102,7 +125,14 @@ def complete_stage(
         .values(**values)
         .returning(PipelineRun.event_id)
     )
-    return result.first() is not None
+    if result.first() is None:
+        return False
+    session.execute(
+        pg_insert(PipelineStageOutput)
+        .values(event_id=event_id, stage=stage, output=output)
+        .on_conflict_do_update(index_elements=["event_id", "stage"], set_={"output": output})
+    )
+    return True
 
 
 def record_attempt(session: Session, event_id: uuid.UUID, stage: str, error: str) -> int:
@@ -137,8 +167,9 @@ def redrive(session: Session, event_id: uuid.UUID, *, from_scratch: bool) -> str
         return None
     if from_scratch and run.status in TERMINAL_STATUSES:
         run.status = "received"
-        run.stage_outputs = {}
+        run.llm_cache = {}
         run.result = None
+        session.execute(delete(PipelineStageOutput).where(PipelineStageOutput.event_id == event_id))
         start = "extract"
     elif run.status == "failed":
         start = run.stage if run.stage in STAGES else "extract"

@@ -1,4 +1,4 @@
-"""What each write stage stores in ``pipeline_runs.stage_outputs`` and what the run reports.
+"""What each write stage stores in ``pipeline_stage_outputs`` and what the run reports.
 
 Stages hand each other these models as JSON through PostgreSQL, never in memory: any
 worker can run the next stage, and a redelivered stage reads exactly what was stored.

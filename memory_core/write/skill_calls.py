@@ -69,14 +69,7 @@ class SkillCache:
                 update(PipelineRun)
                 .where(PipelineRun.event_id == self.event_id)
                 .values(
-                    stage_outputs=PipelineRun.stage_outputs.op("||")(
-                        func.jsonb_build_object(
-                            "llm_cache",
-                            func.coalesce(PipelineRun.stage_outputs["llm_cache"], func.jsonb_build_object()).op("||")(
-                                func.jsonb_build_object(key, literal(value, type_=JSONB))
-                            ),
-                        )
-                    )
+                    llm_cache=PipelineRun.llm_cache.op("||")(func.jsonb_build_object(key, literal(value, type_=JSONB)))
                 )
             )
 

@@ -29,7 +29,7 @@ import threading
 import time
 import traceback
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -79,6 +79,8 @@ LLM_SETTINGS = {
     "ARANDU_INGEST_CONCURRENCY": str(LLM_INGEST_CONCURRENCY),
 }
 POLL_INTERVAL_S = 0.5
+# Above this share of a core used by processes outside the stack, a phase's figures are flagged.
+FOREIGN_LOAD_WARNING = 0.15
 PROGRESS_EVERY_S = 5.0
 
 
@@ -907,7 +909,8 @@ SELECT status,
                                         THEN result->'facts_added' END), 0)
      + coalesce(jsonb_array_length(CASE WHEN jsonb_typeof(result->'facts_updated') = 'array'
                                         THEN result->'facts_updated' END), 0) AS changed,
-       coalesce(stage_outputs->'extract'->>'used_fallback', 'false') = 'true' AS fallback,
+       coalesce((SELECT o.output->>'used_fallback' FROM pipeline_stage_outputs o
+                 WHERE o.event_id = pipeline_runs.event_id AND o.stage = 'extract'), 'false') = 'true' AS fallback,
        error,
        token_usage,
        attempts
@@ -1130,10 +1133,17 @@ class Window:
     def notes(self, label: str) -> list[str]:
         """CPU by process over the window, and the reasons stages were retried (from the workers' logs)."""
         assert self.cpu is not None
+        now = self.stack.cpu_snapshot()
         out = [
             f"{label}: CPU by process (share of one core; the machine has {os.cpu_count()}): "
-            f"{self.stack.cpu_snapshot().describe_since(self.cpu)}."
+            f"{now.describe_since(self.cpu)}."
         ]
+        foreign = now.foreign_share(self.cpu)
+        if foreign > FOREIGN_LOAD_WARNING:
+            out.append(
+                f"{label}: WARNING: other processes used {foreign * 100:.0f}% of a core during this phase "
+                "(a shared machine): its figures are pessimistic."
+            )
         reasons: Counter[str] = Counter()
         for line in self.stack.log_lines_since(self.logs):
             match = _RETRY_LINE.search(line)
@@ -1224,7 +1234,8 @@ def phase_end_to_end(
         # Small talk and replies yield no fact and no entity, so every call but their extraction
         # is spent on a message that carries information.
         per_informative = (chat_calls - chatter) / informative if informative else math.nan
-        calls_ok = per_informative <= TARGET_LLM_CALLS_PER_INFORMATIVE
+        # Calls of an unfinished run cannot be judged: messages still waiting will make more.
+        calls_ok = per_informative <= TARGET_LLM_CALLS_PER_INFORMATIVE and not timed_out
         report.targets[f"{label} LLM calls per informative message"] = calls_ok
         rows.append(Row(label, "LLM chat calls", f"{chat_calls:,} ({_calls_breakdown(calls)})"))
         rows.append(
@@ -1238,8 +1249,10 @@ def phase_end_to_end(
             Row(
                 label,
                 "LLM calls per message carrying new information",
-                f"{per_informative:.2f} ({chat_calls - chatter:,} calls / {informative:,} such messages)",
-                f"<= {TARGET_LLM_CALLS_PER_INFORMATIVE}: {verdict(calls_ok)}",
+                f"{per_informative:.2f} ({chat_calls - chatter:,} calls / {informative:,} such messages)"
+                + (" - run incomplete, not comparable" if timed_out else ""),
+                f"<= {TARGET_LLM_CALLS_PER_INFORMATIVE}: "
+                + ("n/a (run incomplete)" if timed_out else verdict(calls_ok)),
             )
         )
         report.notes.append(
@@ -1253,26 +1266,106 @@ def _calls_breakdown(calls: Counter[str]) -> str:
     return ", ".join(f"{kind} {count:,}" for kind, count in calls.most_common()) or "none"
 
 
+def _single_requests(generator: ChatGenerator, prefix: str, agents: int, count: int) -> list[tuple[str, bytes]]:
+    """``count`` single-message requests over ``agents`` agents, interleaved as concurrent users send them."""
+    per_agent = math.ceil(count / agents)
+    ordered: list[tuple[int, int, str, bytes]] = []
+    for i in range(agents):
+        agent = f"{prefix}-{i:03d}"
+        for position, line in enumerate(generator.conversation(agent, per_agent)):
+            ordered.append((position, i, f"/v1/agents/{agent}/messages", _encode(line.body())))
+    ordered.sort(key=lambda item: (item[0], item[1]))
+    return [(path, body) for _, _, path, body in ordered[:count]]
+
+
+async def _post_all_raw(
+    stack: BenchStack, requests: Sequence[tuple[str, bytes]], *, concurrency: int, expect: int = 202
+) -> tuple[list[float], list[str]]:
+    """The same as :func:`_post_all` over a minimal asyncio HTTP/1.1 keep-alive client (a control).
+
+    It writes pre-built requests and reads the status line, headers and ``Content-Length``
+    bytes: about a tenth of the client CPU httpx spends per request, which matters when the
+    load generator shares two cores with the stack.
+    """
+    host, port = stack.api_url.removeprefix("http://").rsplit(":", 1)
+    head = f"Host: {host}:{port}\r\nAuthorization: Bearer {stack.api_key}\r\nContent-Type: application/json\r\n"
+    latencies: list[float] = []
+    errors: list[str] = []
+    queue: Iterator[tuple[str, bytes]] = iter(requests)
+
+    async def exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, path: str, body: bytes) -> bool:
+        request = f"POST {path} HTTP/1.1\r\n{head}Content-Length: {len(body)}\r\n\r\n".encode() + body
+        started = time.perf_counter()
+        writer.write(request)
+        await writer.drain()
+        status_line = await reader.readline()
+        length, keep_alive = 0, True
+        while True:
+            line = await reader.readline()
+            if line in (b"\r\n", b""):
+                break
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(value)
+            elif name.strip().lower() == b"connection" and value.strip().lower() == b"close":
+                keep_alive = False
+        answer = await reader.readexactly(length) if length else b""
+        latencies.append(time.perf_counter() - started)
+        parts = status_line.split()
+        if len(parts) < 2 or parts[1] != str(expect).encode():
+            errors.append(f"{status_line.decode(errors='replace').strip()}: {answer[:200].decode(errors='replace')}")
+        return keep_alive
+
+    async def worker() -> None:
+        connection: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+        for path, body in queue:
+            try:
+                if connection is None:
+                    connection = await asyncio.open_connection(host, int(port))
+                if not await exchange(*connection, path, body):
+                    connection[1].close()
+                    connection = None
+            except (OSError, asyncio.IncompleteReadError, ValueError) as error:
+                errors.append(f"{type(error).__name__}: {error}")
+                if connection is not None:
+                    connection[1].close()
+                connection = None
+        if connection is not None:
+            connection[1].close()
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return latencies, errors
+
+
+@dataclass
+class LoadResult:
+    """Latencies and errors of one load, its wall time and the client's CPU per request."""
+
+    latencies: list[float]
+    errors: list[str]
+    wall_s: float
+    client_cpu_ms: float
+
+    @property
+    def rate(self) -> float:
+        """Requests answered per second."""
+        return len(self.latencies) / self.wall_s if self.wall_s > 0 else math.nan
+
+    def summary(self) -> str:
+        """``p50 / p95 / p99``."""
+        values = self.latencies
+        return f"{ms(percentile(values, 50))} / {ms(percentile(values, 95))} / {ms(percentile(values, 99))}"
+
+
 def phase_acceptance(
     stack: BenchStack, sampler: MemorySampler, generator: ChatGenerator, sizes: Sizes, *, label: str
 ) -> PhaseReport:
     """Single-message latency under concurrent clients, then batched acceptance rate; workers run meanwhile."""
     report = PhaseReport()
-    per_agent = math.ceil(sizes.api_requests / sizes.api_agents)
-    ordered: list[tuple[int, int, str, bytes]] = []
-    agent_ids: list[str] = []
-    for i in range(sizes.api_agents):
-        agent = f"p2-single-{i:03d}"
-        agent_ids.append(agent)
-        for position, line in enumerate(generator.conversation(agent, per_agent)):
-            ordered.append((position, i, f"/v1/agents/{agent}/messages", _encode(line.body())))
-    # Interleave agents, as concurrent users would, and keep exactly the requested count.
-    ordered.sort(key=lambda item: (item[0], item[1]))
-    singles = [(path, body) for _, _, path, body in ordered[: sizes.api_requests]]
-    warmup = [
-        ("/v1/agents/p2-warmup/messages", _encode(line.body()))
-        for line in generator.conversation("p2-warmup", sizes.api_warmup)
-    ]
+    singles = _single_requests(generator, "p2-single", sizes.api_agents, sizes.api_requests)
+    control = _single_requests(generator, "p2-raw", sizes.api_agents, sizes.api_requests)
+    warmup = _single_requests(generator, "p2-warmup", 1, sizes.api_warmup)
+    agent_ids = [f"{prefix}-{i:03d}" for prefix in ("p2-single", "p2-raw") for i in range(sizes.api_agents)]
     batch_agents = [f"p2-batch-{i:03d}" for i in range(sizes.batches)]
     batches = [
         (
@@ -1282,56 +1375,70 @@ def phase_acceptance(
         for agent in batch_agents
     ]
     print(
-        f"{label}: {len(singles):,} single POSTs from {sizes.api_clients} concurrent clients "
-        f"(workers running), then {sizes.batches} batches of {sizes.batch_size:,}...",
+        f"{label}: {len(singles):,} single POSTs from {sizes.api_clients} concurrent httpx clients (workers "
+        f"running), the same with a minimal HTTP client, then {sizes.batches} batches of {sizes.batch_size:,}...",
         flush=True,
     )
 
-    async def measure() -> tuple[list[float], list[str], float, list[float], list[str], float]:
+    def client_cpu(before: CpuSnapshot, count: int) -> float:
+        spent = stack.cpu_snapshot().since(before).get("benchmark process", 0.0)
+        return spent / count * 1000 if count else math.nan
+
+    async def measure() -> tuple[LoadResult, LoadResult, LoadResult]:
         async with _client(stack, sizes.api_clients) as client:
             await _post_all(client, warmup, concurrency=min(sizes.api_clients, len(warmup)))
-            started = time.perf_counter()
-            single_lat, single_err = await _post_all(client, singles, concurrency=sizes.api_clients)
-            single_wall = time.perf_counter() - started
+            before, started = stack.cpu_snapshot(), time.perf_counter()
+            lat, err = await _post_all(client, singles, concurrency=sizes.api_clients)
+            httpx_load = LoadResult(lat, err, time.perf_counter() - started, client_cpu(before, len(lat)))
+        before, started = stack.cpu_snapshot(), time.perf_counter()
+        lat, err = await _post_all_raw(stack, control, concurrency=sizes.api_clients)
+        raw_load = LoadResult(lat, err, time.perf_counter() - started, client_cpu(before, len(lat)))
         async with _client(stack, sizes.batch_clients) as client:
-            started = time.perf_counter()
-            batch_lat, batch_err = await _post_all(client, batches, concurrency=sizes.batch_clients)
-            batch_wall = time.perf_counter() - started
-        return single_lat, single_err, single_wall, batch_lat, batch_err, batch_wall
+            before, started = stack.cpu_snapshot(), time.perf_counter()
+            lat, err = await _post_all(client, batches, concurrency=sizes.batch_clients)
+            batch_load = LoadResult(lat, err, time.perf_counter() - started, client_cpu(before, len(lat)))
+        return httpx_load, raw_load, batch_load
 
     window = Window(stack).open()
     started = window.started
-    single_lat, single_err, single_wall, batch_lat, batch_err, batch_wall = asyncio.run(measure())
+    httpx_load, raw_load, batch_load = asyncio.run(measure())
     finished = time.monotonic()
     peak = sampler.peak(started, finished)
-    p95 = percentile(single_lat, 95)
-    p95_ok = p95 <= TARGET_API_P95_S and not single_err
-    batch_rate = (sizes.batches * sizes.batch_size) / batch_wall if batch_wall > 0 else math.nan
-    batch_ok = batch_rate >= TARGET_BATCH_RATE and not batch_err
+    p95 = percentile(httpx_load.latencies, 95)
+    p95_ok = p95 <= TARGET_API_P95_S and not httpx_load.errors
+    batch_rate = (sizes.batches * sizes.batch_size) / batch_load.wall_s if batch_load.wall_s > 0 else math.nan
+    batch_ok = batch_rate >= TARGET_BATCH_RATE and not batch_load.errors
     report.targets[f"{label} single POST p95"] = p95_ok
     report.targets[f"{label} batched acceptance"] = batch_ok
     rows = report.rows
     rows.append(
         Row(
             label,
-            f"single POST latency p50 / p95 / p99 ({sizes.api_clients} clients, {len(singles):,} requests)",
-            f"{ms(percentile(single_lat, 50))} / {ms(p95)} / {ms(percentile(single_lat, 99))}",
+            f"single POST latency p50 / p95 / p99 ({sizes.api_clients} httpx clients, {len(singles):,} requests)",
+            httpx_load.summary(),
             f"p95 <= {TARGET_API_P95_S * 1000:.0f} ms: {verdict(p95_ok)}",
         )
     )
     rows.append(
         Row(
             label,
-            "single POST throughput / errors",
-            f"{len(single_lat) / single_wall:,.0f} req/s / {len(single_err)}" if single_wall > 0 else "n/a",
+            "single POST throughput / errors / client CPU per request",
+            f"{httpx_load.rate:,.0f} req/s / {len(httpx_load.errors)} / {httpx_load.client_cpu_ms:.1f} ms",
+        )
+    )
+    rows.append(
+        Row(
+            label,
+            f"control: same load from a minimal asyncio HTTP/1.1 client ({sizes.api_clients} connections)",
+            f"{raw_load.summary()}; {raw_load.rate:,.0f} req/s; client CPU {raw_load.client_cpu_ms:.1f} ms/request",
         )
     )
     rows.append(
         Row(
             label,
             f"batched acceptance ({sizes.batches} x {sizes.batch_size:,}, {sizes.batch_clients} clients)",
-            f"{batch_rate:,.0f} msg/s (batch p50 {ms(percentile(batch_lat, 50))}, "
-            f"max {ms(max(batch_lat, default=math.nan))})",
+            f"{batch_rate:,.0f} msg/s (batch p50 {ms(percentile(batch_load.latencies, 50))}, "
+            f"max {ms(max(batch_load.latencies, default=math.nan))})",
             f">= {TARGET_BATCH_RATE:,.0f} msg/s: {verdict(batch_ok)}",
         )
     )
@@ -1340,12 +1447,13 @@ def phase_acceptance(
     report.notes.append(
         f"{label}: the worker pools kept running during the measurement (as in production) and finished "
         f"{done + failed:,} of the {total:,} messages accepted by the end of it; the rest were dropped "
-        "with the broker's queues when the processes restarted for the next phase."
+        "with the broker's queues when the processes restarted for the next phase. The target is judged "
+        "on the httpx figures; the control shows how much of them the load generator's own CPU explains."
     )
     report.notes.extend(window.notes(label))
-    for errors, what in ((single_err, "single POSTs"), (batch_err, "batches")):
-        if errors:
-            report.notes.append(f"{label}: {len(errors)} {what} failed, e.g. {errors[0]}")
+    for load, what in ((httpx_load, "single POSTs"), (raw_load, "control POSTs"), (batch_load, "batches")):
+        if load.errors:
+            report.notes.append(f"{label}: {len(load.errors)} {what} failed, e.g. {load.errors[0]}")
     return report
 
 
@@ -1503,7 +1611,14 @@ def _stack_description(stack: BenchStack) -> str:
 
 
 def _section(
-    machine: MachineInfo, *, command: str, quick: bool, stack_line: str, rows: Sequence[Row], notes: Sequence[str]
+    machine: MachineInfo,
+    *,
+    command: str,
+    quick: bool,
+    stack_line: str,
+    load: str,
+    rows: Sequence[Row],
+    notes: Sequence[str],
 ) -> str:
     title = f"## Ingest — {machine.date:%Y-%m-%d %H:%M} UTC" + (" — quick (a tenth of the size)" if quick else "")
     table = markdown_table(
@@ -1511,13 +1626,25 @@ def _section(
     )
     bullet_notes = "\n".join(f"- {note}" for note in notes)
     return (
-        f"{title}\n\n- command: `{command}`\n- machine: {machine.describe()}\n- stack: {stack_line}\n\n"
+        f"{title}\n\n- command: `{command}`\n- machine: {machine.describe()}; {load}\n- stack: {stack_line}\n\n"
         f"{table}\n\n{bullet_notes}\n"
     )
 
 
-def run_ingest_benchmark(*, quick: bool, keep_home: bool, record: bool, argv: Sequence[str]) -> int:
-    """Run the four phases, print the table and append it to RESULTS.md; 0 when the run completed."""
+def run_ingest_benchmark(
+    *,
+    quick: bool,
+    keep_home: bool,
+    record: bool,
+    argv: Sequence[str],
+    env: Mapping[str, str] | None = None,
+    llm_env: Mapping[str, str] | None = None,
+) -> int:
+    """Run the four phases, print the table and append it to RESULTS.md; 0 when the run completed.
+
+    ``env`` adds settings to every phase and ``llm_env`` to phase 3 only (diagnosis runs: the
+    command recorded with the figures shows them).
+    """
     sizes = Sizes.quick() if quick else Sizes()
     machine = machine_info()
     command = _command(argv)
@@ -1527,12 +1654,13 @@ def run_ingest_benchmark(*, quick: bool, keep_home: bool, record: bool, argv: Se
     targets: dict[str, bool] = {}
     stack_line = ""
     overall_started = time.monotonic()
-    stack = BenchStack(keep_home=keep_home, label="bench")
+    load = "load average at start {:.2f} / {:.2f} / {:.2f} (1 / 5 / 15 min)".format(*os.getloadavg())
+    stack = BenchStack(env=env, keep_home=keep_home, label="bench")
     sampler = MemorySampler(stack)
     stub: Any = None
     code = 0
     try:
-        print(f"ingest benchmark{' (quick)' if quick else ''} on {machine.describe()}", flush=True)
+        print(f"ingest benchmark{' (quick)' if quick else ''} on {machine.describe()}; {load}", flush=True)
         ready_s = stack.start()
         print(f"stack ready in {ready_s:.1f} s under {stack.home}", flush=True)
         stack_line = _stack_description(stack)
@@ -1572,9 +1700,8 @@ def run_ingest_benchmark(*, quick: bool, keep_home: bool, record: bool, argv: Se
 
         model = StubModel(generator)
         stub = OpenAIStub(latency_s=STUB_LATENCY_S, chat_handler=model, default_dimensions=384).start()
-        restart_s = stack.restart(
-            database="arandu_llm", env={**LLM_SETTINGS, "ARANDU_LLM_BASE_URL": stub.base_url}, flush_broker=True
-        )
+        llm_settings = {**LLM_SETTINGS, **dict(llm_env or {}), "ARANDU_LLM_BASE_URL": stub.base_url}
+        restart_s = stack.restart(database="arandu_llm", env=llm_settings, flush_broker=True)
         idle_llm = sampler.settled(2.0)
         rows.append(
             Row(
@@ -1601,15 +1728,17 @@ def run_ingest_benchmark(*, quick: bool, keep_home: bool, record: bool, argv: Se
         report.notes.insert(
             0,
             f"3 e2e LLM stub: OpenAI-compatible stub in the benchmark process answering every call after "
-            f"{STUB_LATENCY_S * 1000:.0f} ms; ARANDU_INGEST_CONCURRENCY={LLM_INGEST_CONCURRENCY}, hashing "
-            "embeddings (384); a fresh database.",
+            f"{STUB_LATENCY_S * 1000:.0f} ms; processes restarted on a fresh database with "
+            + ", ".join(f"{name}={value}" for name, value in llm_settings.items() if name != "ARANDU_LLM_API_KEY")
+            + ".",
         )
         _collect(report, rows, notes, targets)
 
         # 4. Historical import of LoCoMo, offline settings, fresh database.
         restart_s = stack.restart(
             database="arandu_locomo",
-            unset=[*LLM_SETTINGS, "ARANDU_LLM_BASE_URL"],
+            env=dict(env or {}),
+            unset=[name for name in llm_settings if name not in (env or {})],
             flush_broker=True,
         )
         # Only now: workers still retrying phase 3 must not see the endpoint vanish.
@@ -1658,7 +1787,9 @@ def run_ingest_benchmark(*, quick: bool, keep_home: bool, record: bool, argv: Se
     print("\n" + text_table(("phase", "measure", "result", "target"), _t4(rows)))
     print("\n" + "\n".join(f"- {note}" for note in notes))
     if record:
-        append_results(_section(machine, command=command, quick=quick, stack_line=stack_line, rows=rows, notes=notes))
+        append_results(
+            _section(machine, command=command, quick=quick, stack_line=stack_line, load=load, rows=rows, notes=notes)
+        )
         print(f"\nappended to {Path('ops/bench/RESULTS.md')}")
     return 0
 

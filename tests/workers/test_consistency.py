@@ -137,8 +137,9 @@ def test_running_every_stage_twice_leaves_the_same_database(write_path: WritePat
                 assert stage(context, item.event_id) == "completed"
             once = write_path.memory.snapshot(agent)
             once_runs = write_path.memory.rows(
-                "SELECT event_id, status, stage_outputs, result FROM pipeline_runs WHERE agent_id = :a "
-                "ORDER BY event_id",
+                "SELECT r.event_id, r.status, r.result, o.stage, o.output FROM pipeline_runs r "
+                "LEFT JOIN pipeline_stage_outputs o ON o.event_id = r.event_id WHERE r.agent_id = :a "
+                "ORDER BY r.event_id, o.stage",
                 a=agent,
             )
             for item in accepted:
@@ -146,8 +147,9 @@ def test_running_every_stage_twice_leaves_the_same_database(write_path: WritePat
             assert write_path.memory.snapshot(agent) == once
             assert (
                 write_path.memory.rows(
-                    "SELECT event_id, status, stage_outputs, result FROM pipeline_runs WHERE agent_id = :a "
-                    "ORDER BY event_id",
+                    "SELECT r.event_id, r.status, r.result, o.stage, o.output FROM pipeline_runs r "
+                    "LEFT JOIN pipeline_stage_outputs o ON o.event_id = r.event_id WHERE r.agent_id = :a "
+                    "ORDER BY r.event_id, o.stage",
                     a=agent,
                 )
                 == once_runs

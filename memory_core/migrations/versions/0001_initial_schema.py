@@ -350,7 +350,7 @@ def upgrade() -> None:
             "options", postgresql.JSONB(astext_type=sa.Text()), server_default=sa.text("'{}'::jsonb"), nullable=False
         ),
         sa.Column(
-            "stage_outputs",
+            "llm_cache",
             postgresql.JSONB(astext_type=sa.Text()),
             server_default=sa.text("'{}'::jsonb"),
             nullable=False,
@@ -375,6 +375,15 @@ def upgrade() -> None:
     op.create_index("ix_pipeline_runs_agent_created", "pipeline_runs", ["agent_id", "created_at"], unique=False)
     op.create_index("ix_pipeline_runs_import_status", "pipeline_runs", ["import_id", "status"], unique=False)
     op.create_index("ix_pipeline_runs_status_updated", "pipeline_runs", ["status", "updated_at"], unique=False)
+    op.create_table(
+        "pipeline_stage_outputs",
+        sa.Column("event_id", sa.Uuid(), nullable=False),
+        sa.Column("stage", sa.String(length=16), nullable=False),
+        sa.Column("output", postgresql.JSONB(astext_type=sa.Text()), nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), server_default=sa.text("now()"), nullable=False),
+        sa.ForeignKeyConstraint(["event_id"], ["pipeline_runs.event_id"], ondelete="CASCADE"),
+        sa.PrimaryKeyConstraint("event_id", "stage"),
+    )
     op.create_table(
         "memory_entity_relationships",
         sa.Column("id", sa.Uuid(), server_default=sa.text("gen_random_uuid()"), nullable=False),
@@ -440,6 +449,7 @@ def downgrade() -> None:
     op.drop_index("ix_pipeline_runs_status_updated", table_name="pipeline_runs")
     op.drop_index("ix_pipeline_runs_import_status", table_name="pipeline_runs")
     op.drop_index("ix_pipeline_runs_agent_created", table_name="pipeline_runs")
+    op.drop_table("pipeline_stage_outputs")
     op.drop_table("pipeline_runs")
     op.drop_index("ix_memory_intentions_agent_status", table_name="memory_intentions")
     op.drop_table("memory_intentions")
