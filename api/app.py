@@ -1,4 +1,5 @@
-"""The FastAPI application: health probes and the ``/v1`` write endpoints (messages, imports, events)."""
+"""The FastAPI application: health probes, the ``/v1`` write endpoints (messages, imports, events),
+retrieval and memory management (facts, entities)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ from starlette.concurrency import run_in_threadpool
 
 from api.dependencies import build_state, install_request_schemas
 from api.errors import install_error_handlers
-from api.routes import events, imports, messages
-from api.schemas import BatchIn, ImportIn, MessageIn, RetryIn
+from api.routes import events, imports, memory, messages, retrieve
+from api.schemas import BatchIn, ImportIn, MessageIn, RetrieveIn, RetryIn
 from memory_core.db.migrate import check_schema
 from memory_core.settings import Settings, get_settings
 from workers.health import check_broker
@@ -50,7 +51,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(messages.router)
     app.include_router(imports.router)
     app.include_router(events.router)
-    install_request_schemas(app, [MessageIn, BatchIn, ImportIn, RetryIn])
+    app.include_router(retrieve.router)
+    app.include_router(memory.router)
+    install_request_schemas(app, [MessageIn, BatchIn, ImportIn, RetryIn, RetrieveIn])
 
     @app.get("/healthz", tags=["operations"])
     def healthz() -> dict[str, str]:

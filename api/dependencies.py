@@ -3,7 +3,8 @@
 Everything a request needs that can be built once is built once, in :func:`build_state`,
 and kept on ``app.state.api``: the database engine and session factory, a Celery app used
 only to publish, the override checker with the deployment's base config, the encoded API
-keys. The write context for dry runs (providers, skills) is built on the first dry run.
+keys. The write context for dry runs (providers, skills) is built on the first dry run, the
+read context (embedder, reranker; it shares the app's database pool) on the first retrieval.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import logging
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from celery import Celery
 from fastapi import Depends, Request
@@ -30,6 +31,9 @@ from memory_core.settings import Settings
 from memory_core.write.context import WriteContext, build_write_context
 from workers.celery_app import create_celery_app
 from workers.tasks.pipeline import enqueue_events
+
+if TYPE_CHECKING:
+    from memory_core.read.context import ReadContext
 
 logger = logging.getLogger("arandu.api")
 
@@ -56,6 +60,7 @@ class ApiState:
     body_cap: int
     import_body_cap: int
     _write_context: WriteContext | None = field(default=None, repr=False)
+    _read_context: ReadContext | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def write_context(self) -> WriteContext:
@@ -67,6 +72,20 @@ class ApiState:
                 if context is None:
                     context = build_write_context(self.settings, pool_size=DRY_RUN_POOL_SIZE)
                     self._write_context = context
+        return context
+
+    def read_context(self) -> ReadContext:
+        """The retrieval context (embedder, reranker), built on first use; it shares the app's engine."""
+        context = self._read_context
+        if context is None:
+            with self._lock:
+                context = self._read_context
+                if context is None:
+                    # Imported here: processes that never retrieve do not load the read pipeline.
+                    from memory_core.read.context import build_read_context
+
+                    context = build_read_context(self.settings, engine=self.engine)
+                    self._read_context = context
         return context
 
     def enqueue(self, event_ids: Sequence[str], start: str = "extract") -> bool:
@@ -91,10 +110,12 @@ class ApiState:
         return True
 
     def close(self) -> None:
-        """Release the pools (database, dry-run context, broker connections)."""
+        """Release the pools (database, dry-run and read contexts, broker connections)."""
         self.engine.dispose()
         if self._write_context is not None:
             self._write_context.close()
+        if self._read_context is not None:
+            self._read_context.close()
         self.celery.close()
 
 

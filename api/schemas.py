@@ -19,13 +19,17 @@ from pydantic import (
     AfterValidator,
     BaseModel,
     ConfigDict,
+    Discriminator,
     Field,
     PlainValidator,
     StringConstraints,
+    Tag,
     WithJsonSchema,
+    model_validator,
 )
 
 from memory_core.config import ConfigOverrideError, MemoryConfig, apply_overrides
+from memory_core.read.schemas import EntityDetail, FactDetail
 from memory_core.write.intake import IncomingMessage
 from memory_core.write.schemas import WriteResult
 
@@ -38,6 +42,10 @@ MAX_NAME_CHARS = 256
 MAX_SOURCE_CHARS = 64
 # Overrides that would contradict the database itself.
 FIXED_CONFIG_KEYS = frozenset({"embedding_dimensions"})
+# Retrieval and the management reads.
+MAX_ENTITY_KEYS = 100
+DEFAULT_PAGE_SIZE = 50
+MAX_PAGE_SIZE = 500
 
 
 # ---- Field types ---------------------------------------------------------------------
@@ -120,6 +128,15 @@ IsoDateTime = Annotated[
 ConfigOverrides = Annotated[dict[str, Any], AfterValidator(_check_overrides_shape)]
 
 
+def _no_nul_anywhere(value: dict[str, Any]) -> dict[str, Any]:
+    _reject_nul_anywhere(value)
+    return value
+
+
+# Retrieval names a fixed key in the field itself (body.config_overrides.embedding_dimensions).
+ReadConfigOverrides = Annotated[dict[str, Any], AfterValidator(_no_nul_anywhere)]
+
+
 # ---- Requests ------------------------------------------------------------------------
 
 
@@ -171,6 +188,65 @@ class ImportIn(_Request):
     """JSON body of ``POST /v1/agents/{agent_id}/imports`` (NDJSON: one ImportMessageIn per line)."""
 
     messages: list[ImportMessageIn] = Field(min_length=1, max_length=MAX_IMPORT_MESSAGES)
+
+
+def _as_of_instant(value: Any) -> datetime:
+    if not isinstance(value, str | datetime):
+        raise ValueError("must be an ISO 8601 date-time string or an object {start, end}")
+    return _parse_iso_datetime(value)
+
+
+class AsOfWindow(_Request):
+    """A time window: facts valid at some point between ``start`` and ``end``."""
+
+    start: IsoDateTime = Field(description="Start of the window (ISO 8601).")
+    end: IsoDateTime = Field(description="End of the window (ISO 8601), not before start.")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> AsOfWindow:
+        if self.start > self.end:
+            raise ValueError("start must not be after end")
+        return self
+
+
+def _as_of_kind(value: Any) -> str:
+    return "window" if isinstance(value, dict | AsOfWindow) else "instant"
+
+
+# Which branch of ``as_of`` a value takes; the tag appears in error locations and the retrieve
+# route drops it, so a bad window end is reported as ``body.as_of.end``.
+AS_OF_TAGS = ("instant", "window")
+AsOf = Annotated[
+    Annotated[
+        datetime,
+        PlainValidator(_as_of_instant),
+        WithJsonSchema({"type": "string", "format": "date-time", "description": "ISO 8601; naive values are UTC"}),
+        Tag("instant"),
+    ]
+    | Annotated[AsOfWindow, Tag("window")],
+    Discriminator(_as_of_kind),
+]
+
+
+class RetrieveIn(_Request):
+    """Body of ``POST /v1/agents/{agent_id}/retrieve``."""
+
+    query: MessageText = Field(description="What to look for, in the user's words.")
+    entity_keys: list[ShortText] | None = Field(
+        None,
+        max_length=MAX_ENTITY_KEYS,
+        description="Only facts linked to these entities (canonical keys such as 'person:ana', or aliases); "
+        "unknown keys come back in warnings.",
+    )
+    session_id: ShortText | None = Field(None, description="Only facts and events from this conversation.")
+    as_of: AsOf | None = Field(
+        None,
+        description="Facts valid at this instant (ISO 8601), or during {start, end}; now when absent.",
+    )
+    config_overrides: ReadConfigOverrides | None = Field(
+        None, description="Per-request MemoryConfig overrides; unknown keys are ignored with a warning."
+    )
+    verbose: bool = Field(False, description="Add the trace of every stage to the answer.")
 
 
 class RetryIn(_Request):
@@ -271,6 +347,26 @@ class RetryAccepted(BaseModel):
     event_id: str
     status: str
     start_stage: str
+
+
+class FactPage(BaseModel):
+    """A page of active facts, newest first, and how many there are in all."""
+
+    facts: list[FactDetail]
+    total: int
+
+
+class EntityPage(BaseModel):
+    """A page of entities and how many there are in all."""
+
+    entities: list[EntityDetail]
+    total: int
+
+
+class Deleted(BaseModel):
+    """How many facts a delete removed."""
+
+    deleted: int
 
 
 # ---- Turning validated requests into intake messages -----------------------------------

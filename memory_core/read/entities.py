@@ -204,7 +204,13 @@ def unknown_key_warning(key: str) -> str:
 
 # --- query n-grams -----------------------------------------------------------------------
 
-_TOKEN_PATTERNS = (re.compile(r"[\w'’-]+"), re.compile(r"[^\s,;:!?()\[\]{}\"“”]+"))
+# Plain words ("ana" of "Ana's"), words with inner hyphens and apostrophes ("ana-clara", "d'avila")
+# and whitespace chunks ("dr.", "silva?"): runs of the last keep inner punctuation ("dr. silva"),
+# with only the run's outer punctuation removed.
+_PLAIN_TOKEN = re.compile(r"[^\W_]+")
+_WORD_TOKEN = re.compile(r"[\w'’-]+")
+_CHUNK_TOKEN = re.compile(r"\S+")
+_EDGE_PUNCTUATION = ".,;:!?()[]{}\"“”'’-«»"
 
 
 def _fold(text_value: str) -> str:
@@ -223,30 +229,28 @@ class Gram:
 
 
 def query_grams(query: str, max_words: int = MAX_NAME_WORDS) -> list[Gram]:
-    """Every run of 1..``max_words`` whole words of the folded query, as aliases are stored.
+    """Every run of 1..``max_words`` whole words of the folded query, normalised as aliases are stored.
 
-    Two tokenisations are used (word characters, and whitespace-separated chunks without outer
-    punctuation) so both "rio de janeiro" and "dr. silva" can match.
+    Three tokenisations are used so "rio de janeiro", "Ana's", "ana-clara" and "dr. silva" can all
+    match; a gram never starts or ends inside a word.
     """
     folded = _fold(query)
     grams: dict[tuple[str, int, int], Gram] = {}
-    for pattern in _TOKEN_PATTERNS:
-        tokens: list[tuple[str, int, int]] = []
-        for match in pattern.finditer(folded):
-            raw = match.group(0)
-            stripped = raw.strip(".'’-")
-            if not stripped:
-                continue
-            offset = match.start() + raw.index(stripped)
-            tokens.append((stripped, offset, offset + len(stripped)))
+    for pattern in (_PLAIN_TOKEN, _WORD_TOKEN, _CHUNK_TOKEN):
+        tokens = [(match.start(), match.end()) for match in pattern.finditer(folded)]
         for size in range(1, max_words + 1):
             for first in range(len(tokens) - size + 1):
-                run = tokens[first : first + size]
-                value = normalize_alias(" ".join(token for token, _, _ in run))
+                start, end = tokens[first][0], tokens[first + size - 1][1]
+                raw = folded[start:end]
+                stripped = raw.strip(_EDGE_PUNCTUATION)
+                if not stripped:
+                    continue
+                start += raw.index(stripped)
+                end = start + len(stripped)
+                value = normalize_alias(stripped)
                 if size == 1 and (len(value) < MIN_SINGLE_WORD_CHARS or value in _FUNCTION_WORDS):
                     continue
-                key = (value, run[0][1], run[-1][2])
-                grams.setdefault(key, Gram(value, run[0][1], run[-1][2], size))
+                grams.setdefault((value, start, end), Gram(value, start, end, size))
     return list(grams.values())
 
 

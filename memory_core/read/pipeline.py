@@ -178,9 +178,13 @@ def _optional(run: _Run, session: Session, *, stage: str, consequence: str, work
         run.timed(stage, started)
 
 
+# Sent as one simple-protocol message (no parameters): one round trip for both settings.
+_BEGIN_READ = text(f"SET TRANSACTION READ ONLY; SET LOCAL statement_timeout = {int(READ_STATEMENT_TIMEOUT_MS)}")
+
+
 def _begin_read(session: Session) -> None:
-    session.execute(text("SET TRANSACTION READ ONLY"))
-    session.execute(text(f"SET LOCAL statement_timeout = {int(READ_STATEMENT_TIMEOUT_MS)}"))
+    """Make the current transaction read-only and bounded in time (reads must never write or hang)."""
+    session.execute(_BEGIN_READ)
 
 
 def _graph_nodes(query_context: QueryContext, expansion: ExpandedQuery) -> list[GraphNode]:
@@ -472,7 +476,8 @@ def retrieve(
         )
 
     if plan.strategy == "skip":
-        return result(trace={"plan": plan.summary(), "timings_ms": dict(run.timings)} if verbose else None)
+        skipped = {"plan": plan.summary(), "timings_ms": dict(run.timings), "degraded": []}
+        return result(trace=skipped if verbose else None)
 
     vector: list[float] | None = None
     embed_started = time.perf_counter()

@@ -493,11 +493,14 @@ _KEYWORD_STOP_WORDS = frozenset(
 def keyword_terms(query: str, *, min_chars: int = 3, max_terms: int = 5) -> list[str]:
     """The query's significant words for the keyword signal: > 2 chars, not stop words, first 5, distinct.
 
-    Words are folded letters and digits, so they never contain SQL wildcard characters.
+    Words are lower-cased letters and digits with their accents ("série"), so they match facts
+    written with accents; the signal also tries their folded form ("serie"). They never contain
+    SQL wildcard characters.
     """
     terms: list[str] = []
-    for word in fold_words(query):
-        if len(word) < min_chars or word in _KEYWORD_STOP_WORDS or word in terms:
+    for word in _WORD.findall(unicodedata.normalize("NFC", query).casefold()):
+        folded = fold_words(word)
+        if len(word) < min_chars or (folded and folded[0] in _KEYWORD_STOP_WORDS) or word in terms:
             continue
         terms.append(word)
         if len(terms) >= max_terms:

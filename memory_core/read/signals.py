@@ -44,6 +44,7 @@ from sqlalchemy.orm import Session
 
 from memory_core.config import MemoryConfig
 from memory_core.read.entities import TimeWindow, fact_validity_sql, window_params
+from memory_core.read.planner import fold_words
 from memory_core.read.rank import AGGREGATION_KEYWORD_SCORE, Candidate, graph_score, recency_score
 from memory_core.read.schemas import RetrievedEvent
 from memory_core.write.repository import vector_literal
@@ -84,6 +85,10 @@ GRAPH_FRONTIER_LIMIT = 100
 EVENT_SIMILARITY_WEIGHT = 0.8
 
 VectorStrategy = Literal["exact", "hnsw"]
+
+
+def _folded(word: str) -> str:
+    return "".join(fold_words(word)) or word
 
 
 def like_escape(value: str) -> str:
@@ -230,8 +235,9 @@ sem AS (SELECT id, distance FROM sem_ann ORDER BY distance, id LIMIT :sem_limit)
 _KW_CTE = """
 kw AS (
     SELECT f.id,
-           (SELECT count(*) FROM unnest(CAST(:kw_patterns AS text[])) AS p(pattern)
-            WHERE f.fact_text ILIKE p.pattern ESCAPE '\\') AS matched,
+           (SELECT count(*)
+            FROM unnest(CAST(:kw_patterns AS text[]), CAST(:kw_folded AS text[])) AS p(pattern, folded)
+            WHERE f.fact_text ILIKE p.pattern ESCAPE '\\' OR f.fact_text ILIKE p.folded ESCAPE '\\') AS matched,
            f.entity_key LIKE ANY(CAST(:entity_patterns AS text[])) AS pattern_hit
     FROM memory_facts f
     WHERE {fact_filter} AND ({kw_match})
@@ -418,10 +424,12 @@ def _statement(request: SignalRequest, strategy: VectorStrategy | None) -> tuple
         matches = []
         if keywords:
             matches.append("f.search_vector @@ to_tsquery('simple', :tsquery)")
-            params["tsquery"] = " | ".join(f"{word}:*" for word in keywords)
+            forms = dict.fromkeys(form for word in keywords for form in (word, _folded(word)))
+            params["tsquery"] = " | ".join(f"{form}:*" for form in forms)
         if patterns:
             matches.append("f.entity_key LIKE ANY(CAST(:entity_patterns AS text[]))")
         params["kw_patterns"] = [f"%{like_escape(word)}%" for word in keywords]
+        params["kw_folded"] = [f"%{like_escape(_folded(word))}%" for word in keywords]
         params["entity_patterns"] = patterns
         params["kw_limit"] = budget
         ctes.append(_KW_CTE.format(fact_filter=fact_filter, kw_match=" OR ".join(matches)))

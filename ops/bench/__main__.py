@@ -8,6 +8,13 @@ import sys
 from ops.bench.common import install_stop_signals
 
 
+def _setting(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name.startswith("ARANDU_"):
+        raise argparse.ArgumentTypeError(f"expected ARANDU_NAME=VALUE, got {text!r}")
+    return name, value
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse the command line and run the chosen benchmark."""
     parser = argparse.ArgumentParser(prog="python -m ops.bench", description="Benchmarks of the arandu stack.")
@@ -22,6 +29,22 @@ def main(argv: list[str] | None = None) -> int:
         "--keep-home", action="store_true", help="keep the temporary ARANDU_HOME (logs, database) for diagnosis"
     )
     ingest.add_argument("--no-record", action="store_true", help="print the figures without appending to RESULTS.md")
+    ingest.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        type=_setting,
+        metavar="ARANDU_X=VALUE",
+        help="a setting for every phase (diagnosis; recorded with the command), e.g. ARANDU_APPLY_CONCURRENCY=8",
+    )
+    ingest.add_argument(
+        "--llm-env",
+        action="append",
+        default=[],
+        type=_setting,
+        metavar="ARANDU_X=VALUE",
+        help="a setting for phase 3 (LLM stub) only, e.g. ARANDU_DATABASE_POOL_SIZE=40",
+    )
     args = parser.parse_args(argv)
     raw_args = list(sys.argv[1:] if argv is None else argv)
 
@@ -30,7 +53,12 @@ def main(argv: list[str] | None = None) -> int:
         from ops.bench.ingest import run_ingest_benchmark
 
         return run_ingest_benchmark(
-            quick=args.quick, keep_home=args.keep_home, record=not args.no_record, argv=raw_args[1:]
+            quick=args.quick,
+            keep_home=args.keep_home,
+            record=not args.no_record,
+            argv=raw_args[1:],
+            env=dict(args.env),
+            llm_env=dict(args.llm_env),
         )
     return 2  # pragma: no cover - argparse refuses unknown benchmarks
 

@@ -448,7 +448,7 @@ class BenchStack:
             with contextlib.suppress(psutil.Error):
                 times = proc.cpu_times()
                 used[pid] = (role, float(times.user + times.system))
-        return CpuSnapshot(time.monotonic(), used)
+        return CpuSnapshot(time.monotonic(), used, machine_busy_seconds())
 
     def log_positions(self) -> dict[Path, int]:
         """Current size of every process log, to read what is written after this point."""
@@ -468,12 +468,24 @@ class BenchStack:
                     yield raw.decode("utf-8", "replace").rstrip("\n")
 
 
+def machine_busy_seconds() -> float:
+    """CPU seconds the whole machine has spent busy (every core, every process) since boot."""
+    times = psutil.cpu_times()
+    idle = float(times.idle) + float(getattr(times, "iowait", 0.0))
+    return float(sum(times)) - idle - float(getattr(times, "guest", 0.0)) - float(getattr(times, "guest_nice", 0.0))
+
+
 @dataclass(frozen=True)
 class CpuSnapshot:
-    """CPU seconds (user + system) per process id, with the role of the process, at a moment."""
+    """CPU seconds (user + system) per process id, with the role of the process, at a moment.
+
+    ``machine_busy`` is the whole machine's busy CPU time, so that what other processes used
+    meanwhile (another test suite on a shared machine) shows up beside the figures.
+    """
 
     taken_at: float
     used: dict[int, tuple[str, float]]
+    machine_busy: float = 0.0
 
     def since(self, earlier: CpuSnapshot) -> dict[str, float]:
         """CPU seconds per role between ``earlier`` and this snapshot (new processes count in full)."""
@@ -492,7 +504,18 @@ class CpuSnapshot:
         spent = sorted(self.since(earlier).items(), key=lambda item: -item[1])
         total = sum(seconds for _, seconds in spent)
         shown = ", ".join(f"{role} {seconds / window * 100:.0f}%" for role, seconds in spent[:top] if seconds > 0)
-        return f"{shown} (all: {total / window * 100:.0f}% of one core, over {window:.0f} s)"
+        return (
+            f"{shown} (all: {total / window * 100:.0f}% of one core, over {window:.0f} s); "
+            f"other processes on the machine: {self.foreign_share(earlier) * 100:.0f}%"
+        )
+
+    def foreign_share(self, earlier: CpuSnapshot) -> float:
+        """CPU used by processes outside the stack and the benchmark, in cores, over the window."""
+        window = self.taken_at - earlier.taken_at
+        if window <= 0:
+            return 0.0
+        ours = sum(self.since(earlier).values())
+        return max(self.machine_busy - earlier.machine_busy - ours, 0.0) / window
 
 
 # ---- memory sampling -----------------------------------------------------------------

@@ -1,0 +1,88 @@
+"""Typed Python client of the arandu memory service (blocking and asyncio).
+
+::
+
+    from arandu_client import AranduClient
+
+    with AranduClient("http://127.0.0.1:8000", "my-key") as client:
+        accepted = client.send_message("agent-1", "I live in Lisbon.", "Ana")
+        client.wait_for_event(accepted.event_id)
+        result = client.retrieve("agent-1", "Where does Ana live?")
+        print(result.context)
+
+The package depends on httpx and pydantic only, never on the server's packages.
+"""
+
+from arandu_client._core import VERSION
+from arandu_client.aio import AsyncAranduClient
+from arandu_client.errors import (
+    ApiError,
+    AranduError,
+    AuthenticationError,
+    ConflictError,
+    FieldError,
+    InvalidRequestError,
+    NotFoundError,
+    PayloadTooLargeError,
+    ServerError,
+    TransportError,
+    WaitTimeoutError,
+)
+from arandu_client.models import (
+    BatchAccepted,
+    DryRunResult,
+    EntityDetail,
+    EntityPage,
+    EventStatus,
+    FactDetail,
+    FactPage,
+    ImportAccepted,
+    ImportProgress,
+    Message,
+    MessageAccepted,
+    MessageOptions,
+    Readiness,
+    RetrievedEvent,
+    RetrieveResult,
+    RetryAccepted,
+    ScoredFact,
+    TimeWindow,
+)
+from arandu_client.sync import AranduClient
+
+__version__ = VERSION
+
+__all__ = [
+    "ApiError",
+    "AranduClient",
+    "AranduError",
+    "AsyncAranduClient",
+    "AuthenticationError",
+    "BatchAccepted",
+    "ConflictError",
+    "DryRunResult",
+    "EntityDetail",
+    "EntityPage",
+    "EventStatus",
+    "FactDetail",
+    "FactPage",
+    "FieldError",
+    "ImportAccepted",
+    "ImportProgress",
+    "InvalidRequestError",
+    "Message",
+    "MessageAccepted",
+    "MessageOptions",
+    "NotFoundError",
+    "PayloadTooLargeError",
+    "Readiness",
+    "RetrieveResult",
+    "RetrievedEvent",
+    "RetryAccepted",
+    "ScoredFact",
+    "ServerError",
+    "TimeWindow",
+    "TransportError",
+    "WaitTimeoutError",
+    "__version__",
+]

@@ -1,0 +1,279 @@
+"""What the arandu API answers, as pydantic models (and what the client sends, as typed dicts).
+
+The models mirror the JSON of the API and ignore fields they do not know, so a newer server
+does not break an older client. Timestamps are aware ``datetime`` values in UTC.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal, TypedDict
+
+from pydantic import BaseModel, ConfigDict, Field
+
+EVENT_FINAL_STATUSES = frozenset({"done", "failed"})
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+# ---- What the client sends -----------------------------------------------------------------
+
+
+class MessageOptions(TypedDict, total=False):
+    """Optional fields of a message (see the README's API section)."""
+
+    session_id: str
+    occurred_at: datetime | str
+    message_id: str
+    source: str
+    recent_messages: list[str]
+    config_overrides: dict[str, Any]
+    verbose: bool
+
+
+class Message(MessageOptions):
+    """One message of a batch or an import: the text, who said it, and the optional fields."""
+
+    message: str
+    speaker_name: str
+
+
+class TimeWindow(TypedDict):
+    """An ``as_of`` window for retrieval: facts valid at some point between ``start`` and ``end``."""
+
+    start: datetime | str
+    end: datetime | str
+
+
+# ---- Write path ----------------------------------------------------------------------------
+
+
+class MessageAccepted(_Model):
+    """A stored message; ``duplicate`` when its message_id was already known (nothing was queued)."""
+
+    event_id: str
+    status: str
+    duplicate: bool = False
+    warnings: list[str] = Field(default_factory=list)
+
+
+class DryRunResult(_Model):
+    """What a message would do to memory; nothing was stored."""
+
+    dry_run: Literal[True] = True
+    result: dict[str, Any]
+    warnings: list[str] = Field(default_factory=list)
+
+
+class BatchAccepted(_Model):
+    """Event ids in input order; ``duplicates`` counts messages whose message_id was already known."""
+
+    event_ids: list[str]
+    duplicates: int = 0
+    warnings: list[str] = Field(default_factory=list)
+
+
+class ImportAccepted(_Model):
+    """A stored import: ``total`` new events, ``duplicates`` messages already known."""
+
+    import_id: str
+    total: int
+    duplicates: int = 0
+    status: str
+    warnings: list[str] = Field(default_factory=list)
+
+
+class ImportProgress(_Model):
+    """An import's progress; ``status`` is ``running``, ``done`` or ``failed`` (finished with failures)."""
+
+    import_id: str
+    agent_id: str
+    total: int
+    duplicates: int = 0
+    done: int
+    failed: int
+    pending: int
+    status: str
+    created_at: datetime | None = None
+
+    @property
+    def finished(self) -> bool:
+        """True once no message of the import is pending."""
+        return self.status != "running"
+
+
+class EventStatus(_Model):
+    """A message's pipeline run: ``status`` ends in ``done`` or ``failed``."""
+
+    event_id: str
+    agent_id: str
+    status: str
+    stage: str | None = None
+    attempts: int = 0
+    error: str | None = None
+    occurred_at: datetime | None = None
+    message_id: str | None = None
+    import_id: str | None = None
+    created_at: datetime | None = None
+    finished_at: datetime | None = None
+    result: dict[str, Any] | None = None
+
+    @property
+    def finished(self) -> bool:
+        """True when the run is ``done`` or ``failed``."""
+        return self.status in EVENT_FINAL_STATUSES
+
+
+class RetryAccepted(_Model):
+    """A re-driven event: the pipeline runs again from ``start_stage``."""
+
+    event_id: str
+    status: str
+    start_stage: str
+
+
+# ---- Retrieval -----------------------------------------------------------------------------
+
+
+class ScoredFact(_Model):
+    """A retrieved fact with its final score and the breakdown of every signal."""
+
+    fact_id: str
+    entity_name: str | None = None
+    entity_key: str
+    attribute_key: str | None = None
+    fact_text: str
+    score: float
+    scores: dict[str, float] = Field(default_factory=dict)
+    speaker: str | None = None
+    source_event_id: str | None = None
+    message_id: str | None = None
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+
+
+class RetrievedEvent(_Model):
+    """A past message shown under "Relevant conversations"."""
+
+    event_id: str
+    text: str
+    speaker: str
+    occurred_at: datetime
+    message_id: str | None = None
+    score: float = 0.0
+
+
+class RetrieveResult(_Model):
+    """Ranked facts, the context string for a prompt, and how the answer was produced."""
+
+    facts: list[ScoredFact] = Field(default_factory=list)
+    events: list[RetrievedEvent] = Field(default_factory=list)
+    context: str = ""
+    total_candidates: int = 0
+    duration_ms: float = 0.0
+    config_effective: dict[str, Any] = Field(default_factory=dict)
+    warnings: list[str] = Field(default_factory=list)
+    trace: dict[str, Any] | None = None
+
+
+# ---- Memory management ---------------------------------------------------------------------
+
+
+class FactDetail(_Model):
+    """One fact with its validity window and provenance (superseded facts have ``is_active`` False)."""
+
+    fact_id: str
+    entity_key: str
+    entity_name: str | None = None
+    entity_type: str | None = None
+    attribute_key: str | None = None
+    fact_text: str
+    confidence: float
+    importance: float
+    speaker: str | None = None
+    source_event_id: str | None = None
+    supersedes_fact_id: str | None = None
+    valid_from: datetime
+    valid_to: datetime | None = None
+    invalidated_at: datetime | None = None
+    is_active: bool
+    reinforcement_count: int = 0
+    times_retrieved: int = 0
+    last_retrieved_at: datetime | None = None
+    source_context: str | None = None
+    created_at: datetime
+
+
+class EntityDetail(_Model):
+    """An entity of the agent's memory."""
+
+    entity_id: str
+    canonical_key: str
+    display_name: str | None = None
+    entity_type: str
+    summary_text: str | None = None
+    fact_count: int = 0
+    importance_score: float | None = None
+    first_seen_at: datetime
+    last_seen_at: datetime
+    profile_text: str | None = None
+
+
+class FactPage(_Model):
+    """A page of active facts, newest first, and how many there are in all."""
+
+    facts: list[FactDetail]
+    total: int
+
+
+class EntityPage(_Model):
+    """A page of entities and how many there are in all."""
+
+    entities: list[EntityDetail]
+    total: int
+
+
+class Deleted(_Model):
+    """How many facts a delete removed."""
+
+    deleted: int
+
+
+# ---- Operations ----------------------------------------------------------------------------
+
+
+class Readiness(_Model):
+    """``GET /readyz``: ``checks`` names each dependency (database, broker) and its state."""
+
+    status: str
+    checks: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def ready(self) -> bool:
+        """True when every dependency answers."""
+        return self.status == "ready"
+
+
+__all__ = [
+    "BatchAccepted",
+    "Deleted",
+    "DryRunResult",
+    "EntityDetail",
+    "EntityPage",
+    "EventStatus",
+    "FactDetail",
+    "FactPage",
+    "ImportAccepted",
+    "ImportProgress",
+    "Message",
+    "MessageAccepted",
+    "MessageOptions",
+    "Readiness",
+    "RetrieveResult",
+    "RetrievedEvent",
+    "RetryAccepted",
+    "ScoredFact",
+    "TimeWindow",
+]

@@ -1,0 +1,219 @@
+"""The blocking client: :class:`AranduClient`, one method per endpoint of the API."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Self, TypeVar, Unpack
+
+import httpx
+
+from arandu_client import _core
+from arandu_client._core import AsOf, Call, NdjsonSource
+from arandu_client.errors import TransportError
+from arandu_client.models import (
+    BatchAccepted,
+    DryRunResult,
+    EntityPage,
+    EventStatus,
+    FactDetail,
+    FactPage,
+    ImportAccepted,
+    ImportProgress,
+    Message,
+    MessageAccepted,
+    MessageOptions,
+    Readiness,
+    RetrieveResult,
+    RetryAccepted,
+)
+
+T = TypeVar("T")
+
+
+class AranduClient:
+    """A client of one arandu server; use it as a context manager or call :meth:`close`.
+
+    ::
+
+        with AranduClient("http://127.0.0.1:8000", api_key) as client:
+            accepted = client.send_message("agent-1", "I live in Lisbon.", "Ana")
+            client.wait_for_event(accepted.event_id)
+            print(client.retrieve("agent-1", "where does Ana live?").context)
+
+    Error answers raise :class:`~arandu_client.errors.ApiError` subclasses; a request that gets
+    no answer raises :class:`~arandu_client.errors.TransportError`. ``transport`` replaces
+    httpx's network transport (e.g. ``httpx.HTTPTransport(retries=3)``).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None,
+        *,
+        timeout: float = 30,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx.Client(
+            base_url=self.base_url, headers=_core.client_headers(api_key), timeout=timeout, transport=transport
+        )
+
+    # ---- Plumbing --------------------------------------------------------------------------
+
+    def _call(self, call: Call[T]) -> T:
+        try:
+            response = self._http.request(call.method, call.path, **call.request_kwargs())
+        except httpx.TransportError as error:
+            raise TransportError(f"{call.method} {call.path}: {type(error).__name__}: {error}") from error
+        return _core.finish(call, response)
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._http.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # ---- Write path ------------------------------------------------------------------------
+
+    def send_message(
+        self, agent_id: str, message: str, speaker_name: str, **options: Unpack[MessageOptions]
+    ) -> MessageAccepted:
+        """Store one message and queue its processing (``session_id``, ``occurred_at``, ``message_id``...)."""
+        return self._call(_core.send_message(agent_id, message, speaker_name, options))
+
+    def dry_run(
+        self, agent_id: str, message: str, speaker_name: str, **options: Unpack[MessageOptions]
+    ) -> DryRunResult:
+        """What the message would write, computed synchronously; nothing is stored."""
+        return self._call(_core.dry_run(agent_id, message, speaker_name, options))
+
+    def send_batch(self, agent_id: str, messages: Sequence[Message]) -> BatchAccepted:
+        """Store up to 1,000 messages (all or none); event ids come back in input order."""
+        return self._call(_core.send_batch(agent_id, messages))
+
+    def start_import(
+        self, agent_id: str, messages: Iterable[Message] | None = None, *, ndjson: NdjsonSource | None = None
+    ) -> ImportAccepted:
+        """Import up to 10,000 dated messages: ``messages`` as JSON, or ``ndjson`` as a file path, bytes or lines."""
+        return self._call(_core.start_import(agent_id, messages, ndjson))
+
+    def import_progress(self, import_id: str, *, agent_id: str | None = None) -> ImportProgress:
+        """An import's progress (``agent_id`` scopes the read to that agent: 404 for another's)."""
+        return self._call(_core.import_progress(import_id, agent_id))
+
+    def wait_for_import(
+        self,
+        import_id: str,
+        *,
+        timeout: float = 600,
+        poll_interval: float = 1.0,
+        on_progress: Callable[[ImportProgress], object] | None = None,
+    ) -> ImportProgress:
+        """Poll until the import is ``done`` or ``failed``; ``on_progress`` sees every change.
+
+        Raises :class:`~arandu_client.errors.WaitTimeoutError` (a ``TimeoutError``) after ``timeout`` s.
+        """
+        pacer = _core.Pacer(f"import {import_id}", timeout, poll_interval)
+        seen: tuple[int, int, int, str] | None = None
+        while True:
+            progress = self.import_progress(import_id)
+            if on_progress is not None and _core.progress_key(progress) != seen:
+                seen = _core.progress_key(progress)
+                on_progress(progress)
+            if progress.finished:
+                return progress
+            time.sleep(pacer.delay(_core.describe_progress(progress)))
+
+    def event(self, event_id: str, *, agent_id: str | None = None) -> EventStatus:
+        """A message's pipeline run (``agent_id`` scopes the read to that agent)."""
+        return self._call(_core.event(event_id, agent_id))
+
+    def wait_for_event(self, event_id: str, *, timeout: float = 120, poll_interval: float = 0.5) -> EventStatus:
+        """Poll until the event is ``done`` or ``failed`` (a failure is returned, not raised).
+
+        Raises :class:`~arandu_client.errors.WaitTimeoutError` (a ``TimeoutError``) after ``timeout`` s.
+        """
+        pacer = _core.Pacer(f"event {event_id}", timeout, poll_interval)
+        while True:
+            status = self.event(event_id)
+            if status.finished:
+                return status
+            time.sleep(pacer.delay(status.status))
+
+    def retry_event(self, event_id: str, from_scratch: bool = False) -> RetryAccepted:
+        """Re-drive a failed event (or, ``from_scratch``, re-process a done one); 409 otherwise."""
+        return self._call(_core.retry_event(event_id, from_scratch))
+
+    # ---- Retrieval -------------------------------------------------------------------------
+
+    def retrieve(
+        self,
+        agent_id: str,
+        query: str,
+        *,
+        entity_keys: Sequence[str] | str | None = None,
+        session_id: str | None = None,
+        as_of: AsOf | None = None,
+        config_overrides: Mapping[str, Any] | None = None,
+        verbose: bool = False,
+    ) -> RetrieveResult:
+        """Ranked facts and a prompt-ready context for ``query``.
+
+        ``as_of`` is an instant (datetime or ISO string) or a ``(start, end)`` window.
+        """
+        return self._call(
+            _core.retrieve(
+                agent_id,
+                query,
+                entity_keys=entity_keys,
+                session_id=session_id,
+                as_of=as_of,
+                config_overrides=config_overrides,
+                verbose=verbose,
+            )
+        )
+
+    # ---- Memory management -----------------------------------------------------------------
+
+    def list_facts(
+        self, agent_id: str, *, limit: int = 50, offset: int = 0, entity_keys: Sequence[str] | str | None = None
+    ) -> FactPage:
+        """Active facts, newest first, optionally of some entities only."""
+        return self._call(_core.list_facts(agent_id, limit=limit, offset=offset, entity_keys=entity_keys))
+
+    def get_fact(self, agent_id: str, fact_id: str) -> FactDetail:
+        """One fact, superseded ones included; raises NotFoundError for another agent's id."""
+        return self._call(_core.get_fact(agent_id, fact_id))
+
+    def delete_fact(self, agent_id: str, fact_id: str) -> None:
+        """Delete one fact for good (its entity links go with it); raises NotFoundError when unknown."""
+        self._call(_core.delete_fact(agent_id, fact_id))
+
+    def delete_all_facts(self, agent_id: str) -> int:
+        """Delete every fact of the agent; returns how many there were."""
+        return self._call(_core.delete_all_facts(agent_id))
+
+    def list_entities(self, agent_id: str, *, limit: int = 50, offset: int = 0) -> EntityPage:
+        """The agent's entities."""
+        return self._call(_core.list_entities(agent_id, limit=limit, offset=offset))
+
+    # ---- Operations ------------------------------------------------------------------------
+
+    def health(self) -> bool:
+        """True while the server answers ``/healthz``."""
+        return self._call(_core.health())
+
+    def ready(self) -> Readiness:
+        """Whether the server's database and broker answer (``.ready``, ``.checks``)."""
+        return self._call(_core.ready())
+
+
+__all__ = ["AranduClient"]

@@ -1,0 +1,93 @@
+"""Deterministic query entity resolution, the entity_keys filter and expansion (R2)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from memory_core.read.context import ReadContext
+from memory_core.read.entities import expand_query, query_grams, resolve_entity_filter, resolve_query_context
+from tests.memory_core.read.conftest import MemoryBuilder
+
+
+def test_query_grams_are_whole_folded_words() -> None:
+    grams = {gram.text for gram in query_grams("Onde o Dr. Silva e a Ana-Clara moram em São Paulo?")}
+    assert {"sao paulo", "dr. silva", "ana-clara", "silva", "onde o dr. silva"} <= grams
+    assert "paulo?" not in grams
+    assert "dr." not in grams
+    assert "an" not in grams
+    assert "o" not in grams
+    assert "onde" not in grams
+    assert not any(gram.startswith("ao ") for gram in grams)  # never inside a word
+
+
+def test_names_aliases_and_slugs_resolve_to_canonical_keys(read_ctx: ReadContext, memory: MemoryBuilder) -> None:
+    marcos = memory.entity("Marcos Tavares", aliases=["Marquinhos"])
+    memory.entity("Marcos", key="person:marcos")
+    sao_paulo = memory.entity("São Paulo", "place")
+    memory.entity("Fantasma", active=False)
+    # An entity with no alias rows at all: found by its key slug.
+    memory.rows("SELECT 1")
+    with read_ctx.engine.begin() as connection:
+        from sqlalchemy import text
+
+        connection.execute(
+            text(
+                "INSERT INTO memory_entities (agent_id, canonical_key, display_name, entity_type) "
+                "VALUES (:agent, 'project:apollo_11', 'Apollo 11', 'project')"
+            ),
+            {"agent": memory.agent_id},
+        )
+
+    def resolved(query: str) -> list[tuple[str, str]]:
+        with read_ctx.sessions() as session:
+            found = resolve_query_context(session, memory.agent_id, query)
+        return [(entity.key, entity.method) for entity in found.entities]
+
+    # The longest match wins: "marcos tavares" is one entity, not also "person:marcos".
+    assert resolved("Onde o Marcos Tavares mora?") == [(marcos, "alias")]
+    assert resolved("E o Marcos?") == [("person:marcos", "alias")]
+    assert resolved("cadê o marquinhos") == [(marcos, "alias")]
+    assert resolved("Quem mora em sao paulo?") == [(sao_paulo, "alias")]
+    assert [key for key, _ in resolved("Como vai o apollo 11?")] == ["project:apollo_11"]
+    assert resolved("Fantasma existe?") == []
+    assert resolved("Marcossss") == []  # word boundaries
+    assert resolved("What is Marcos Tavares's job?") == [(marcos, "alias")]
+
+
+def test_filter_keys_resolve_canonical_alias_bare_and_warn_otherwise(
+    read_ctx: ReadContext, memory: MemoryBuilder
+) -> None:
+    pedro = memory.entity("Pedro Menezes", aliases=["Pedro"])
+    ana = memory.entity("Ana Silva", aliases=["Ana"])
+    with read_ctx.sessions() as session:
+        result = resolve_entity_filter(
+            session, memory.agent_id, [pedro, "person:ana", "pedro", "place:ana", "person:unknown"]
+        )
+    assert result.resolved == {pedro: [pedro], "person:ana": [ana], "pedro": [pedro]}
+    assert result.keys == [pedro, ana]
+    assert result.warnings == [
+        "entity_key 'place:ana' not found (not canonical, no matching alias)",
+        "entity_key 'person:unknown' not found (not canonical, no matching alias)",
+    ]
+
+
+def test_expansion_primes_one_hop_neighbours_over_active_edges(read_ctx: ReadContext, memory: MemoryBuilder) -> None:
+    marcos = memory.entity("Marcos")
+    carolina = memory.entity("Carolina")
+    vertix = memory.entity("Vertix", "organization")
+    acme = memory.entity("Acme", "organization")
+    lucia = memory.entity("Lúcia")
+    memory.relationship(marcos, carolina, "partner_of", strength=0.9)
+    memory.relationship(vertix, marcos, "employs", strength=0.7)  # incoming edges count too
+    memory.relationship(marcos, acme, "works_at", valid_to=datetime(2024, 1, 1, tzinfo=UTC))  # ended
+    memory.relationship(carolina, lucia, "child_of")  # two hops away
+    with read_ctx.sessions() as session:
+        expanded = expand_query(session, memory.agent_id, [marcos])
+        past = expand_query(session, memory.agent_id, [marcos], window=None)
+    assert expanded.primed_entities == [carolina, vertix]
+    assert [(n.via, n.rel_type, n.strength) for n in expanded.neighbours] == [
+        (marcos, "partner_of", 0.9),
+        (marcos, "employs", 0.7),
+    ]
+    assert "carolina" in expanded.expanded_terms
+    assert past.primed_entities == expanded.primed_entities

@@ -1,0 +1,102 @@
+"""Spreading activation (R7) and the context extras, against the real database."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from memory_core.read.context import ReadContext
+from memory_core.read.spreading import context_extras, spread_activation
+from tests.memory_core.read.conftest import MemoryBuilder
+
+
+def _graph(memory: MemoryBuilder) -> dict[str, str]:
+    marcos = memory.entity("Marcos Tavares")
+    carolina = memory.entity("Carolina")
+    vertix = memory.entity("Vertix", "organization")
+    lucia = memory.entity("Lúcia")
+    ids = {
+        "seed": memory.fact("Marcos Tavares mora em Porto Alegre", marcos),
+        "married": memory.fact("Marcos Tavares é casado com a Carolina", marcos, links=[carolina], importance=0.9),
+        "architect": memory.fact("Carolina é arquiteta", carolina, importance=0.8),
+        "carolina_2": memory.fact("Carolina nasceu em Pelotas", carolina, importance=0.7),
+        "carolina_3": memory.fact("Carolina gosta de escalada", carolina, importance=0.6),
+        "carolina_4": memory.fact("Carolina tem um gato", carolina, importance=0.1),
+        "vertix": memory.fact("A Vertix é uma fintech", vertix),
+        "lucia": memory.fact("Lúcia é mãe da Carolina", lucia),
+    }
+    memory.relationship(marcos, carolina, "partner_of", strength=0.9)
+    memory.relationship(marcos, vertix, "works_at", strength=0.8)
+    memory.relationship(lucia, carolina, "parent_of", strength=0.9)
+    return ids
+
+
+def test_hops_decay_and_facts_per_entity(read_ctx: ReadContext, memory: MemoryBuilder) -> None:
+    ids = _graph(memory)
+    config = read_ctx.base_config
+    now = datetime.now(UTC)
+    with read_ctx.sessions() as session:
+        result = spread_activation(session, memory.agent_id, [(ids["seed"], 0.8)], config, now=now)
+    by_id = {candidate.fact_id: candidate for candidate in result.candidates}
+    assert ids["seed"] not in by_id
+    # Hop 1: the seed's own entity (0.8 x 0.5).
+    assert by_id[ids["married"]].graph == pytest.approx(0.4)
+    # Hop 2: entities related to it, at most 3 facts each, strongest by dynamic importance (0.8 x 0.25).
+    assert by_id[ids["architect"]].graph == pytest.approx(0.2)
+    assert by_id[ids["vertix"]].graph == pytest.approx(0.2)
+    # Carolina's three strongest: the marriage fact (linked to her too, kept at its hop-1 activation),
+    # then the architect and birthplace facts; the weaker ones stay out.
+    assert {ids["architect"], ids["carolina_2"]} <= set(by_id)
+    assert ids["carolina_3"] not in by_id
+    assert ids["carolina_4"] not in by_id
+    # Lúcia is two relationships away from Marcos: a third hop, beyond the default 2.
+    assert ids["lucia"] not in by_id
+    assert all("spreading" in candidate.sources for candidate in result.candidates)
+    assert result.hop_counts == {1: 1, 2: 3}
+    assert "person:carolina" in result.entities_explored
+
+    deeper = config.model_copy(update={"spreading_activation_hops": 3})
+    with read_ctx.sessions() as session:
+        three = spread_activation(session, memory.agent_id, [(ids["seed"], 0.8)], deeper, now=now)
+    assert {c.fact_id: c.graph for c in three.candidates}[ids["lucia"]] == pytest.approx(0.1)
+
+    for hops, expected in ((0, set()), (1, {ids["married"]})):
+        limited = config.model_copy(update={"spreading_activation_hops": hops})
+        with read_ctx.sessions() as session:
+            got = spread_activation(session, memory.agent_id, [(ids["seed"], 0.8)], limited, now=now)
+        assert {c.fact_id for c in got.candidates} == expected
+
+
+def test_cluster_mates_are_hop_one(read_ctx: ReadContext, memory: MemoryBuilder) -> None:
+    ana = memory.entity("Ana")
+    bia = memory.entity("Bia")
+    seed = memory.fact("Ana corre todo sábado", ana)
+    mate = memory.fact("Bia treina para a maratona", bia)
+    memory.cluster("Running", "Ana and Bia run.", [seed, mate])
+    with read_ctx.sessions() as session:
+        result = spread_activation(session, memory.agent_id, [(seed, 0.6)], read_ctx.base_config, now=datetime.now(UTC))
+    assert {c.fact_id: c.graph for c in result.candidates} == {mate: pytest.approx(0.3)}
+    assert len(result.clusters_explored) == 1
+
+
+def test_context_extras_patterns_and_clusters(read_ctx: ReadContext, memory: MemoryBuilder) -> None:
+    ana = memory.entity("Ana")
+    fact = memory.fact("Ana corre todo sábado", ana)
+    other = memory.fact("Ana tem um cachorro", ana)
+    cluster = memory.cluster("Running", "Ana runs every week.", [fact])
+    memory.observation("Ana exercises on weekends", supporting_fact_ids=[fact])
+    memory.observation("Feeling more anxious this month", observation_type="trend")
+    memory.observation("Old trend", observation_type="trend", last_reinforced_at=datetime(2020, 1, 1, tzinfo=UTC))
+    memory.observation("Something unrelated about taxes", supporting_fact_ids=[other])
+    with read_ctx.sessions() as session:
+        extras = context_extras(
+            session,
+            memory.agent_id,
+            read_ctx.base_config,
+            fact_ids=[fact],
+            cluster_ids=[cluster],
+            now=datetime.now(UTC),
+        )
+    assert [c.label for c in extras.clusters] == ["Running"]
+    assert [p.text for p in extras.patterns] == ["Ana exercises on weekends", "Feeling more anxious this month"]
