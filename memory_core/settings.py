@@ -108,7 +108,7 @@ class Settings(BaseSettings):
     flower_password: SecretStr | None = None
 
     ingest_concurrency: int = Field(default=16, ge=1, le=512)
-    apply_concurrency: int = Field(default=4, ge=1, le=128)
+    apply_concurrency: int = Field(default=8, ge=1, le=128)
     maintenance_concurrency: int = Field(default=1, ge=1, le=64)
     database_pool_size: int = Field(default=10, ge=1, le=200)
 
