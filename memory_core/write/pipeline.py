@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 from memory_core.write.context import WriteContext
 from memory_core.write.extract import compute_extraction
 from memory_core.write.reconcile import reconcile_facts
+from memory_core.write.repository import vector_literal
 from memory_core.write.resolve import resolve_entities, speaker_entity
 from memory_core.write.runs import RunView, complete_stage, load_run, relax_durability
 from memory_core.write.schemas import (
@@ -328,8 +329,6 @@ def _store(
 
 
 def _vector(vector: list[float] | None) -> str | None:
-    from memory_core.write.repository import vector_literal
-
     return vector_literal(vector) if vector else None
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from datetime import datetime
 
 from sqlalchemy.orm import Session
 
@@ -67,8 +68,6 @@ def reconcile_facts(
     cache: SkillCache | None = None,
 ) -> ReconcileStageOutput:
     """One decision per fact, in the facts' order."""
-    from datetime import datetime
-
     started = time.perf_counter()
     occurred_at = datetime.fromisoformat(occurred_at_iso)
     tokens = TokenCount()
