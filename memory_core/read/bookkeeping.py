@@ -21,8 +21,10 @@ logger = logging.getLogger(__name__)
 # A retrieval waits at most this long for a row a writer holds, then gives up on counting.
 BOOKKEEPING_LOCK_TIMEOUT_MS = 1000
 
-# Rows are locked in id order, so two retrievals counting overlapping facts queue instead of
-# deadlocking; lock_timeout bounds the wait behind a write transaction holding one of them.
+# A row another transaction holds (a concurrent retrieval counting the same fact, or a write)
+# is skipped rather than waited for: under load, concurrent retrievals of the same facts would
+# otherwise queue behind each other's counters. Counts may undercount under contention; they
+# only feed importance and vitality scores, which tolerate that.
 _RECORD_SQL = text(
     """
     UPDATE memory_facts f
@@ -30,8 +32,7 @@ _RECORD_SQL = text(
     FROM (
         SELECT id FROM memory_facts
         WHERE agent_id = :agent AND id = ANY(CAST(:ids AS uuid[]))
-        ORDER BY id
-        FOR UPDATE
+        FOR UPDATE SKIP LOCKED
     ) AS locked
     WHERE f.id = locked.id
     """
@@ -49,6 +50,8 @@ def record_retrievals(sessions: sessionmaker[Session], agent_id: str, fact_ids: 
     try:
         with sessions.begin() as session:
             session.execute(text(f"SET LOCAL lock_timeout = {int(BOOKKEEPING_LOCK_TIMEOUT_MS)}"))
+            # Counters are not worth a WAL flush per retrieval: a crash may lose the last few.
+            session.execute(text("SET LOCAL synchronous_commit = off"))
             session.execute(_RECORD_SQL, {"agent": agent_id, "ids": ids})
     except Exception:  # bookkeeping is best effort: the caller already has its answer
         logger.warning("could not record retrieval of %d facts for agent %s", len(ids), agent_id, exc_info=True)
