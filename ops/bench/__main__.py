@@ -1,4 +1,4 @@
-"""Command line of the benchmarks: ``python -m ops.bench ingest [--quick] [--keep-home]``."""
+"""Command line of the benchmarks: ``python -m ops.bench ingest|retrieve|locomo [--quick] [--keep-home]``."""
 
 from __future__ import annotations
 
@@ -45,6 +45,40 @@ def main(argv: list[str] | None = None) -> int:
         metavar="ARANDU_X=VALUE",
         help="a setting for phase 3 (LLM stub) only, e.g. ARANDU_DATABASE_POOL_SIZE=40",
     )
+    retrieve = sub.add_parser(
+        "retrieve",
+        help="read path: retrieve latency, throughput and semantic recall at 1k/10k/100k facts in a 1M-fact table",
+        description="Retrieval benchmark of the real stack; appends its figures to ops/bench/RESULTS.md.",
+    )
+    retrieve.add_argument("--quick", action="store_true", help="a tenth of the table, smaller agents (smoke run)")
+    retrieve.add_argument(
+        "--keep-home", action="store_true", help="keep the temporary ARANDU_HOME (logs, database) for diagnosis"
+    )
+    retrieve.add_argument("--no-record", action="store_true", help="print the figures without appending to RESULTS.md")
+    retrieve.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        type=_setting,
+        metavar="ARANDU_X=VALUE",
+        help="a setting for the stack (diagnosis; recorded with the command), e.g. ARANDU_DATABASE_POOL_SIZE=20",
+    )
+    locomo = sub.add_parser(
+        "locomo",
+        help="LoCoMo retrieval recall@5/10/25 through the real pipeline, hashing and local MiniLM embeddings",
+        description="LoCoMo retrieval-recall benchmark; appends its figures to ops/bench/RESULTS.md.",
+    )
+    locomo.add_argument(
+        "--embedder",
+        choices=("both", "hashing", "local"),
+        default="both",
+        help="which embedder(s) to run (default both: hashing, then local MiniLM when its extra is installed)",
+    )
+    locomo.add_argument("--quick", action="store_true", help="the first two sessions of each conversation (smoke run)")
+    locomo.add_argument(
+        "--keep-home", action="store_true", help="keep the temporary ARANDU_HOME (logs, database) for diagnosis"
+    )
+    locomo.add_argument("--no-record", action="store_true", help="print the figures without appending to RESULTS.md")
     args = parser.parse_args(argv)
     raw_args = list(sys.argv[1:] if argv is None else argv)
 
@@ -59,6 +93,26 @@ def main(argv: list[str] | None = None) -> int:
             argv=raw_args[1:],
             env=dict(args.env),
             llm_env=dict(args.llm_env),
+        )
+    if args.benchmark == "retrieve":
+        from ops.bench.retrieve import run_retrieve_benchmark
+
+        return run_retrieve_benchmark(
+            quick=args.quick,
+            keep_home=args.keep_home,
+            record=not args.no_record,
+            argv=raw_args[1:],
+            env=dict(args.env),
+        )
+    if args.benchmark == "locomo":
+        from ops.bench.locomo import run_locomo_benchmark
+
+        return run_locomo_benchmark(
+            embedders=("hashing", "local") if args.embedder == "both" else (args.embedder,),
+            quick=args.quick,
+            keep_home=args.keep_home,
+            record=not args.no_record,
+            argv=raw_args[1:],
         )
     return 2  # pragma: no cover - argparse refuses unknown benchmarks
 
