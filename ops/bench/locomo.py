@@ -59,6 +59,8 @@ from ops.bench.ingest import LOCOMO_PATH, PhaseReport, Row, locomo_imports
 # Enough results to measure recall@25: up to 50 facts and 25 events, no score floor, and every
 # turn of a conversation (the longest has 680) within reach of the "relevant conversations" scan.
 OVERRIDES: dict[str, Any] = {"topk_facts": 50, "topk_events": 25, "min_score": 0.0, "event_max_scan": 1000}
+# Diagnosis: the same questions with the graph signal and spreading activation turned (almost) off.
+WHAT_IF_OVERRIDES: dict[str, Any] = {**OVERRIDES, "spreading_activation_hops": 0, "graph_max_facts": 1}
 KS = (5, 10, 25)
 TOKENS_AT = 10
 CHARS_PER_TOKEN = 4
@@ -279,6 +281,8 @@ class EmbedderRun:
     peak_retrieve: int = 0
     model_load_s: float = 0.0
     skipped: str = ""
+    what_if: Scores = field(default_factory=Scores)
+    model_only: dict[str, dict[int, list[float]]] = field(default_factory=dict)
 
 
 def ingest(wctx: Any, conversations: Conversations, run: EmbedderRun) -> None:
@@ -324,8 +328,15 @@ def ingest(wctx: Any, conversations: Conversations, run: EmbedderRun) -> None:
     run.ingest_s = time.monotonic() - started
 
 
-def evaluate(rctx: Any, conversations: Conversations, run: EmbedderRun) -> None:
-    """Ask every question with :data:`OVERRIDES` and score the ranked message ids against the evidence."""
+def evaluate(
+    rctx: Any,
+    conversations: Conversations,
+    run: EmbedderRun,
+    *,
+    overrides: Mapping[str, Any] = OVERRIDES,
+    scores: Scores | None = None,
+) -> None:
+    """Ask every question with ``overrides`` and score the ranked message ids against the evidence."""
     from sqlalchemy import text
 
     from memory_core.read import retrieve
@@ -345,14 +356,17 @@ def evaluate(rctx: Any, conversations: Conversations, run: EmbedderRun) -> None:
         )
     event_ids = {str(row[0]): str(row[1]) for row in rows if row[1]}
     started = last = time.monotonic()
+    main = scores is None
+    target = run.scores if scores is None else scores
     for index, question in enumerate(conversations.questions, start=1):
         moment = time.perf_counter()
-        answer = retrieve(rctx, agent_id=question.agent_id, query=question.text, config_overrides=OVERRIDES)
-        run.latencies.append(time.perf_counter() - moment)
-        for warning in answer.warnings:
-            run.warnings[warning[:120]] += 1
+        answer = retrieve(rctx, agent_id=question.agent_id, query=question.text, config_overrides=dict(overrides))
+        if main:
+            run.latencies.append(time.perf_counter() - moment)
+            for warning in answer.warnings:
+                run.warnings[warning[:120]] += 1
         ranked, variants = ranked_ids(answer, event_ids)
-        run.scores.add(question, ranked, variants)
+        target.add(question, ranked, variants)
         now = time.monotonic()
         if now - last >= PROGRESS_EVERY_S:
             print(
@@ -360,6 +374,38 @@ def evaluate(rctx: Any, conversations: Conversations, run: EmbedderRun) -> None:
             )
             last = now
     run.questions = len(conversations.questions)
+
+
+def _dot(left: Sequence[float], right: Sequence[float]) -> float:
+    return sum(a * b for a, b in zip(left, right, strict=True))
+
+
+def model_only(embedder: Any, conversations: Conversations) -> dict[str, dict[int, list[float]]]:
+    """recall@k of the embedding model alone: cosine between each question and every raw turn (no service).
+
+    Two turn texts: as ingested, and prefixed with the speaker's name (``"Caroline: ..."``), since
+    the questions name the speakers and the turns do not.
+    """
+    forms = {
+        "turn text": lambda turn: str(turn["message"]),
+        "'speaker: turn text'": lambda turn: f"{turn['speaker_name']}: {turn['message']}",
+    }
+    questions = conversations.questions
+    query_vectors = embedder.embed([question.text for question in questions])
+    results: dict[str, dict[int, list[float]]] = {}
+    for name, render in forms.items():
+        turns = {
+            agent: list(zip((t["message_id"] for t in items), embedder.embed([render(t) for t in items]), strict=True))
+            for agent, items in conversations.messages.items()
+        }
+        bucket = results.setdefault(name, {k: [] for k in KS})
+        for question, vector in zip(questions, query_vectors, strict=True):
+            scored = sorted((-_dot(turn, vector), message_id) for message_id, turn in turns[question.agent_id])
+            ids = [message_id for _, message_id in scored[: max(KS)]]
+            evidence = set(question.evidence)
+            for k in KS:
+                bucket[k].append(len(evidence & set(ids[:k])) / len(evidence))
+    return results
 
 
 def run_embedder(stack: PipelineStack, sampler: MemorySampler, conversations: Conversations, name: str) -> EmbedderRun:
@@ -392,6 +438,9 @@ def run_embedder(stack: PipelineStack, sampler: MemorySampler, conversations: Co
         started = time.monotonic()
         evaluate(rctx, conversations, run)
         run.peak_retrieve = sampler.peak(started, time.monotonic())
+        print(f"{name}: diagnosis: the questions again with {WHAT_IF_OVERRIDES}; the model alone...", flush=True)
+        evaluate(rctx, conversations, run, overrides=WHAT_IF_OVERRIDES, scores=run.what_if)
+        run.model_only = model_only(wctx.embedder, conversations)
     finally:
         rctx.close()
         wctx.close()
@@ -484,8 +533,27 @@ def embedder_report(run: EmbedderRun, conversations: Conversations) -> PhaseRepo
         )
     )
     rows.append(Row(label, "peak memory: ingest / questions", f"{mib(run.peak_ingest)} / {mib(run.peak_retrieve)}"))
+    for name, values in run.model_only.items():
+        rows.append(
+            Row(
+                label,
+                f"diagnosis: the model alone, cosine over the raw turns ({name}), recall@5 / @10 / @25",
+                _triple(values),
+            )
+        )
+    if run.what_if.recall[5]:
+        rows.append(
+            Row(
+                label,
+                "diagnosis: the service with spreading off and graph_max_facts 1, recall@5 / @10 / @25",
+                _triple(run.what_if.recall),
+            )
+        )
     variants = "; ".join(f"{name} {_triple(values)}" for name, values in run.scores.variants.items())
     report.notes.append(f"{label}: recall@5 / @10 / @25 of other orderings of the same answers: {variants}.")
+    if run.what_if.recall[5]:
+        variants = "; ".join(f"{name} {_triple(values)}" for name, values in run.what_if.variants.items())
+        report.notes.append(f"{label}: the same for the diagnosis pass (spreading off, graph_max_facts 1): {variants}.")
     if run.failed:
         report.notes.append(f"{label}: {len(run.failed)} turns failed, e.g. {run.failed[0]}")
     if run.warnings:
