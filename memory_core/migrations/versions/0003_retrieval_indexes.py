@@ -1,0 +1,21 @@
+"""Retrieval: indexes that keep large agents fast inside a large table.
+
+Revision ID: 0003
+Revises: 0002
+Create Date: 2026-11-30 03:50:00
+"""
+
+from collections.abc import Sequence
+
+revision: str = "0003"
+down_revision: str | None = "0002"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    pass
+
+
+def downgrade() -> None:
+    pass
