@@ -15,7 +15,7 @@ from starlette.concurrency import run_in_threadpool
 
 from api.dependencies import build_state, install_request_schemas
 from api.errors import install_error_handlers
-from api.routes import events, imports, memory, messages, retrieve
+from api.routes import event_lookup, events, imports, memory, messages, retrieve
 from api.schemas import BatchIn, ImportIn, MessageIn, RetrieveIn, RetryIn
 from memory_core.db.migrate import check_schema
 from memory_core.settings import Settings, get_settings
@@ -51,9 +51,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(messages.router)
     app.include_router(imports.router)
     app.include_router(events.router)
+    app.include_router(event_lookup.router)
     app.include_router(retrieve.router)
     app.include_router(memory.router)
-    install_request_schemas(app, [MessageIn, BatchIn, ImportIn, RetryIn, RetrieveIn])
+    install_request_schemas(app, [MessageIn, BatchIn, ImportIn, RetryIn, RetrieveIn, event_lookup.EventLookupIn])
 
     @app.get("/healthz", tags=["operations"])
     def healthz() -> dict[str, str]:
