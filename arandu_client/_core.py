@@ -26,6 +26,7 @@ from arandu_client.models import (
     Deleted,
     DryRunResult,
     EntityPage,
+    EventLookup,
     EventStatus,
     FactDetail,
     FactPage,
@@ -206,6 +207,14 @@ def event(event_id: str, agent_id: str | None = None) -> Call[EventStatus]:
     """``GET /v1/events/{event_id}`` (or the agent-scoped path when ``agent_id`` is given)."""
     prefix = _agent(agent_id) if agent_id is not None else "/v1"
     return Call("GET", f"{prefix}/events/{_segment(event_id)}", _model(EventStatus))
+
+
+def lookup_events(agent_id: str, message_ids: Sequence[str], status: Sequence[str] | None) -> Call[EventLookup]:
+    """``POST /v1/agents/{agent_id}/events/lookup``: the events of up to 10,000 message ids."""
+    body: dict[str, Any] = {"message_ids": list(message_ids)}
+    if status is not None:
+        body["status"] = list(status)
+    return Call("POST", f"{_agent(agent_id)}/events/lookup", _model(EventLookup), json=body)
 
 
 def retry_event(event_id: str, from_scratch: bool) -> Call[RetryAccepted]:

@@ -126,6 +126,28 @@ class EventStatus(_Model):
         return self.status in EVENT_FINAL_STATUSES
 
 
+class EventSummary(_Model):
+    """Where a message's processing stands, found by its ``message_id``."""
+
+    event_id: str
+    message_id: str
+    status: str
+    stage: str | None = None
+    error: str | None = None
+    import_id: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        """True when the run is ``done`` or ``failed``."""
+        return self.status in EVENT_FINAL_STATUSES
+
+
+class EventLookup(_Model):
+    """The events of the message ids asked for (unknown ids are absent)."""
+
+    events: list[EventSummary] = Field(default_factory=list)
+
+
 class RetryAccepted(_Model):
     """A re-driven event: the pipeline runs again from ``start_stage``."""
 
@@ -262,7 +284,9 @@ __all__ = [
     "DryRunResult",
     "EntityDetail",
     "EntityPage",
+    "EventLookup",
     "EventStatus",
+    "EventSummary",
     "FactDetail",
     "FactPage",
     "ImportAccepted",

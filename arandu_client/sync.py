@@ -16,6 +16,7 @@ from arandu_client.models import (
     BatchAccepted,
     DryRunResult,
     EntityPage,
+    EventLookup,
     EventStatus,
     FactDetail,
     FactPage,
@@ -147,6 +148,12 @@ class AranduClient:
             if status.finished:
                 return status
             time.sleep(pacer.delay(status.status))
+
+    def lookup_events(
+        self, agent_id: str, message_ids: Sequence[str], *, status: Sequence[str] | None = None
+    ) -> EventLookup:
+        """The agent's events of up to 10,000 ``message_ids`` (status, stage, error, import); ``status`` filters."""
+        return self._call(_core.lookup_events(agent_id, message_ids, status))
 
     def retry_event(self, event_id: str, from_scratch: bool = False) -> RetryAccepted:
         """Re-drive a failed event (or, ``from_scratch``, re-process a done one); 409 otherwise."""
