@@ -110,6 +110,10 @@ class Settings(BaseSettings):
     ingest_concurrency: int = Field(default=16, ge=1, le=512)
     apply_concurrency: int = Field(default=8, ge=1, le=128)
     maintenance_concurrency: int = Field(default=1, ge=1, le=64)
+    # A maintenance task not started this long after it was sent is dropped, and its run guard released.
+    maintenance_task_expires_s: float = Field(default=3600.0, ge=10, le=7 * 24 * 3600)
+    # Per-job cadence overrides in seconds, as JSON ({"importance": 7200}); jobs not named keep beat_schedule.py's.
+    maintenance_cadences: dict[str, Annotated[float, Field(ge=10)]] = Field(default_factory=dict)
     database_pool_size: int = Field(default=10, ge=1, le=200)
 
     pipeline_max_attempts: int = Field(default=6, ge=1, le=100)

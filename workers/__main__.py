@@ -60,9 +60,11 @@ def run_worker(settings: Settings, queue: str) -> None:
 
 def run_beat(settings: Settings) -> None:
     """Run Celery Beat with its schedule state under ``$ARANDU_HOME``."""
+    from workers.beat_heartbeat import install
     from workers.celery_app import app
 
     settings.home.mkdir(parents=True, exist_ok=True)
+    install(app)  # Beat answers no ping: its heartbeat in the broker is what `arandu doctor` checks
     app.start(
         [
             "beat",

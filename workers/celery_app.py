@@ -8,7 +8,7 @@ from typing import Any
 from celery import Celery
 from kombu import Exchange, Queue
 
-from beat_schedule import BEAT_SCHEDULE
+from beat_schedule import build_beat_schedule
 from memory_core.settings import Settings, get_settings
 
 QUEUES: tuple[str, ...] = ("ingest", "apply", "maintenance")
@@ -26,13 +26,20 @@ def broker_transport_options(settings: Settings) -> dict[str, Any]:
     return options
 
 
-def create_celery_app(settings: Settings, *, context_factory: Callable[[Settings], Any] | None = None) -> Celery:
+def create_celery_app(
+    settings: Settings,
+    *,
+    context_factory: Callable[[Settings], Any] | None = None,
+    maintenance_context_factory: Callable[[Settings], Any] | None = None,
+) -> Celery:
     """Build the Celery app for ``settings`` (tests build their own, possibly with scripted skills)."""
+    from workers.tasks.maintenance import register_maintenance_tasks
     from workers.tasks.pipeline import register_pipeline_tasks
 
     app = Celery("arandu", set_as_current=False)
     app.arandu_settings = settings  # type: ignore[attr-defined]
     app.arandu_context_factory = context_factory  # type: ignore[attr-defined]
+    app.arandu_maintenance_context_factory = maintenance_context_factory  # type: ignore[attr-defined]
     app.conf.update(
         broker_url=settings.broker_url,
         broker_transport_options=broker_transport_options(settings),
@@ -55,11 +62,12 @@ def create_celery_app(settings: Settings, *, context_factory: Callable[[Settings
         worker_send_task_events=True,
         task_send_sent_event=True,
         worker_hijack_root_logger=False,
-        beat_schedule=BEAT_SCHEDULE,
+        beat_schedule=build_beat_schedule(settings),
         timezone="UTC",
         enable_utc=True,
     )
     register_pipeline_tasks(app)
+    register_maintenance_tasks(app)
     return app
 
 
