@@ -9,17 +9,20 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from sqlalchemy import text
 from starlette.concurrency import run_in_threadpool
 
 from api.dependencies import build_state, install_request_schemas
 from api.errors import install_error_handlers
+from api.metrics import build_metrics_registry
 from api.routes import event_lookup, events, imports, memory, messages, retrieve
 from api.schemas import BatchIn, ImportIn, MessageIn, RetrieveIn, RetryIn
 from memory_core.db.migrate import check_schema
 from memory_core.settings import Settings, get_settings
 from workers.health import check_broker
+from workers.metrics_ledger import MetricsLedger
 
 logger = logging.getLogger("arandu.api")
 
@@ -55,6 +58,15 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(retrieve.router)
     app.include_router(memory.router)
     install_request_schemas(app, [MessageIn, BatchIn, ImportIn, RetryIn, RetrieveIn, event_lookup.EventLookupIn])
+
+    metrics_registry = build_metrics_registry(
+        engine, state.celery, MetricsLedger.for_settings(settings), cache_s=settings.metrics_cache_s
+    )
+
+    @app.get("/metrics", tags=["operations"], response_class=Response)
+    def metrics() -> Response:
+        """Prometheus metrics of the whole service (pipeline, queues, tasks, skills, jobs). No authentication."""
+        return Response(generate_latest(metrics_registry), media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/healthz", tags=["operations"])
     def healthz() -> dict[str, str]:

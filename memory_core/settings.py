@@ -135,6 +135,8 @@ class Settings(BaseSettings):
     embedding_base_url: str | None = None
 
     log_level: LogLevel = LogLevel.INFO
+    # GET /metrics reuses a reading of the database, broker and ledger for this long.
+    metrics_cache_s: float = Field(default=5.0, ge=0, le=300)
 
     @field_validator("api_keys", mode="before")
     @classmethod

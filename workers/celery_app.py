@@ -33,6 +33,7 @@ def create_celery_app(
     maintenance_context_factory: Callable[[Settings], Any] | None = None,
 ) -> Celery:
     """Build the Celery app for ``settings`` (tests build their own, possibly with scripted skills)."""
+    from workers.task_metrics import install_task_metrics
     from workers.tasks.maintenance import register_maintenance_tasks
     from workers.tasks.pipeline import register_pipeline_tasks
 
@@ -68,6 +69,7 @@ def create_celery_app(
     )
     register_pipeline_tasks(app)
     register_maintenance_tasks(app)
+    install_task_metrics()
     return app
 
 

@@ -6,8 +6,10 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from memory_core.cognition.instrumented import instrument_skills
 from memory_core.settings import Settings
 from memory_core.write.context import WriteContext, build_write_context
+from workers.task_metrics import ledger_for
 
 _lock = threading.Lock()
 
@@ -24,5 +26,9 @@ def get_write_context(app: Any) -> WriteContext:
                 getattr(app, "arandu_context_factory", None) or build_write_context
             )
             context = factory(app.arandu_settings)
+            ledger = ledger_for(app)
+            if ledger is not None:
+                # Count skill calls and tokens by skill for /metrics.
+                context.skills = instrument_skills(context.skills, ledger)
             app._arandu_write_context = context
     return context

@@ -1,0 +1,233 @@
+"""``GET /metrics``: the service's state in Prometheus text format, read from where it lives.
+
+Nothing here counts requests in process memory: the API may run as several processes on
+several machines, and workers elsewhere. Each scrape reads (at most every few seconds):
+
+* PostgreSQL: events received, processed and failed, and runs still in the pipeline, from
+  ``pipeline_runs``; maintenance job runs by job and outcome from ``maintenance_job_runs``;
+* the broker: messages waiting in each queue;
+* the metrics ledger in Redis (:mod:`workers.metrics_ledger`): task durations (the write
+  pipeline's stage latencies, maintenance jobs) and outcomes, skill calls and tokens by skill.
+
+A source that does not answer is reported through ``arandu_metrics_source_up`` instead of
+failing the scrape. No label carries an agent id.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from celery import Celery
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+from sqlalchemy import Engine, text
+
+from workers.celery_app import QUEUES
+from workers.metrics_ledger import LedgerSnapshot, MetricsLedger
+
+logger = logging.getLogger("arandu.api")
+
+#: Statuses after which a run no longer moves.
+FINISHED_STATUSES = ("done", "failed")
+JOB_OUTCOMES = ("done", "failed", "skipped")
+
+
+@dataclass
+class ServiceReading:
+    """One reading of every source; ``None`` where the source did not answer."""
+
+    runs_by_status: dict[str, int] | None = None
+    job_runs: dict[tuple[str, str], int] | None = None
+    queue_depths: dict[str, int] | None = None
+    ledger: LedgerSnapshot | None = None
+    source_up: dict[str, bool] = field(default_factory=dict)
+    duration_s: float = 0.0
+
+
+class ServiceCollector(Collector):
+    """A Prometheus collector over the database, the broker and the metrics ledger."""
+
+    def __init__(self, engine: Engine, celery: Celery, ledger: MetricsLedger | None, *, cache_s: float = 5.0) -> None:
+        self.engine = engine
+        # A scrape reuses an earlier reading this recent: cheap even with many scrapers.
+        self.cache_s = cache_s
+        self.celery = celery
+        self.ledger = ledger
+        self._lock = threading.Lock()
+        self._cached: tuple[float, ServiceReading] | None = None
+
+    def reading(self) -> ServiceReading:
+        """The latest reading, refreshed when older than ``cache_s``."""
+        with self._lock:
+            if self._cached is not None and time.monotonic() - self._cached[0] < self.cache_s:
+                return self._cached[1]
+            reading = self._read()
+            self._cached = (time.monotonic(), reading)
+            return reading
+
+    def _read(self) -> ServiceReading:
+        started = time.perf_counter()
+        reading = ServiceReading()
+        try:
+            reading.runs_by_status, reading.job_runs = self._read_database()
+            reading.source_up["database"] = True
+        except Exception:
+            logger.warning("metrics: the database did not answer", exc_info=True)
+            reading.source_up["database"] = False
+        try:
+            reading.queue_depths = self._read_queues()
+            reading.source_up["broker"] = True
+        except Exception:
+            logger.warning("metrics: the broker did not answer", exc_info=True)
+            reading.source_up["broker"] = False
+        if self.ledger is not None:
+            try:
+                reading.ledger = self.ledger.snapshot()
+                reading.source_up["ledger"] = True
+            except Exception:
+                logger.warning("metrics: the metrics ledger did not answer", exc_info=True)
+                reading.source_up["ledger"] = False
+        reading.duration_s = time.perf_counter() - started
+        return reading
+
+    def _read_database(self) -> tuple[dict[str, int], dict[tuple[str, str], int]]:
+        with self.engine.begin() as conn:
+            conn.execute(text("SET LOCAL statement_timeout = '5s'"))
+            runs = {
+                str(status): int(count)
+                for status, count in conn.execute(text("SELECT status, count(*) FROM pipeline_runs GROUP BY status"))
+            }
+            jobs = {
+                (str(job), str(status)): int(count)
+                for job, status, count in conn.execute(
+                    text("SELECT job, status, count(*) FROM maintenance_job_runs GROUP BY job, status")
+                )
+            }
+        return runs, jobs
+
+    def _read_queues(self) -> dict[str, int]:
+        if self.ledger is not None:
+            return {queue: self.ledger.queue_depth(queue) for queue in QUEUES}
+        depths: dict[str, int] = {}
+        with self.celery.connection_for_read() as connection:
+            channel = connection.default_channel
+            for queue in QUEUES:
+                try:
+                    depths[queue] = int(channel.queue_declare(queue=queue, passive=True).message_count)
+                except connection.channel_errors:
+                    # Redis drops an empty queue's key; a passive declare then says "no such queue".
+                    depths[queue] = 0
+        return depths
+
+    def collect(self) -> Iterator[Metric]:
+        """Every metric family of the service."""
+        reading = self.reading()
+        yield from _pipeline_families(reading)
+        yield from _job_families(reading)
+        yield from _queue_families(reading)
+        yield from _ledger_families(reading)
+        up = GaugeMetricFamily(
+            "arandu_metrics_source_up", "1 when the source answered the last reading.", labels=["source"]
+        )
+        for source, answered in sorted(reading.source_up.items()):
+            up.add_metric([source], 1.0 if answered else 0.0)
+        yield up
+        yield GaugeMetricFamily(
+            "arandu_metrics_reading_seconds", "Time the last reading of every source took.", value=reading.duration_s
+        )
+
+
+def _pipeline_families(reading: ServiceReading) -> Iterator[Metric]:
+    runs = reading.runs_by_status
+    if runs is None:
+        return
+    yield CounterMetricFamily(
+        "arandu_events_received", "Events accepted into the write pipeline.", value=float(sum(runs.values()))
+    )
+    yield CounterMetricFamily(
+        "arandu_events_processed", "Events whose pipeline finished (status done).", value=float(runs.get("done", 0))
+    )
+    yield CounterMetricFamily(
+        "arandu_events_failed", "Events whose pipeline failed past its retries.", value=float(runs.get("failed", 0))
+    )
+    in_flight = GaugeMetricFamily(
+        "arandu_events_in_pipeline", "Events not yet done or failed, by run status.", labels=["status"]
+    )
+    for status, count in sorted(runs.items()):
+        if status not in FINISHED_STATUSES:
+            in_flight.add_metric([status], float(count))
+    yield in_flight
+
+
+def _job_families(reading: ServiceReading) -> Iterator[Metric]:
+    if reading.job_runs is None:
+        return
+    finished = CounterMetricFamily(
+        "arandu_job_runs", "Maintenance job runs that ended, by job and outcome.", labels=["job", "outcome"]
+    )
+    active = GaugeMetricFamily(
+        "arandu_job_runs_active", "Maintenance job runs queued or running, by job and status.", labels=["job", "status"]
+    )
+    for (job, status), count in sorted(reading.job_runs.items()):
+        (finished if status in JOB_OUTCOMES else active).add_metric([job, status], float(count))
+    yield finished
+    yield active
+
+
+def _queue_families(reading: ServiceReading) -> Iterator[Metric]:
+    if reading.queue_depths is None:
+        return
+    depth = GaugeMetricFamily("arandu_queue_depth", "Tasks waiting in each broker queue.", labels=["queue"])
+    for queue, count in sorted(reading.queue_depths.items()):
+        depth.add_metric([queue], float(count))
+    yield depth
+
+
+def _ledger_families(reading: ServiceReading) -> Iterator[Metric]:
+    ledger = reading.ledger
+    if ledger is None:
+        return
+    durations = HistogramMetricFamily(
+        "arandu_task_duration_seconds",
+        "Task run time by task: the write pipeline's stage latencies and the maintenance jobs.",
+        labels=["task"],
+    )
+    outcomes = CounterMetricFamily(
+        "arandu_task_runs", "Task executions by task and final state.", labels=["task", "state"]
+    )
+    for task, stats in sorted(ledger.tasks.items()):
+        durations.add_metric([task], stats.cumulative_buckets(), stats.duration_sum_s)
+        for state, count in sorted(stats.states.items()):
+            outcomes.add_metric([task, state], float(count))
+    yield durations
+    yield outcomes
+    calls = CounterMetricFamily(
+        "arandu_skill_calls",
+        "Skill calls by skill, implementation (llm or offline) and outcome (ok, fallback, invalid_output, error).",
+        labels=["skill", "implementation", "outcome"],
+    )
+    for (skill, implementation, outcome), count in sorted(ledger.skill_calls.items()):
+        calls.add_metric([skill, implementation, outcome], float(count))
+    yield calls
+    tokens = CounterMetricFamily(
+        "arandu_llm_tokens",
+        "LLM tokens by skill and direction (input, output).",
+        labels=["skill", "implementation", "direction"],
+    )
+    for (skill, implementation, direction), count in sorted(ledger.skill_tokens.items()):
+        tokens.add_metric([skill, implementation, direction], float(count))
+    yield tokens
+
+
+def build_metrics_registry(
+    engine: Engine, celery: Celery, ledger: MetricsLedger | None, *, cache_s: float = 5.0
+) -> CollectorRegistry:
+    """A registry holding the service collector (not the global one: tests build several apps)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(ServiceCollector(engine, celery, ledger, cache_s=cache_s))
+    return registry
