@@ -15,6 +15,11 @@ Formulas (seeds/000 and seeds/003 "Merge & Rank", seeds/004 "compute_pattern_sig
   in ``score_weights`` but must "complement" the semantic one and "affect the final score"
   (seeds): they join it as a probabilistic OR, ``relevance = 1 - (1 - s)(1 - 0.5 k)(1 - 0.6 g)``,
   so agreeing signals reinforce each other and none can push relevance past 1.
+* ``importance`` is the fact's own importance (from its importance category) averaged with its
+  entity's ``importance_score`` once the entity importance job has scored it (seeds B6: "the
+  importance score is used as a signal in retrieval scoring"): of two equally relevant facts,
+  the one about the entity central to this memory ranks first. Unscored entities leave the
+  fact's importance as it is.
 * ``pattern`` (R8): up to +0.10 for facts reinforced by repetition (NOOP decisions) or confirmed
   recently: ``0.10 x max(reinforcement part, confirmation part)``.
 * graph score (R5): ``edge_strength x recency_factor x edge_recency_factor x query_bonus x
@@ -37,6 +42,7 @@ __all__ = [
     "KEYWORD_BLEND",
     "Candidate",
     "RankedFact",
+    "candidate_importance",
     "compute_dynamic_importance",
     "compute_pattern_signal",
     "effective_confidence",
@@ -61,6 +67,9 @@ PATTERN_CONFIRMATION_HALF_LIFE_DAYS = 7.0
 # Dynamic importance coefficients (ours; the seeds name the components only).
 DYNAMIC_RETRIEVAL_WEIGHT = 0.2
 DYNAMIC_RECENCY_WEIGHT = 0.3
+
+# Share of the entity's importance_score in a fact's importance signal, when the entity is scored (ours).
+ENTITY_IMPORTANCE_SHARE = 0.5
 
 # Aggregation matches ("my friends" -> person:%) count as half a keyword match.
 AGGREGATION_KEYWORD_SCORE = 0.5
@@ -233,6 +242,8 @@ class Candidate:
     times_retrieved: int = 0
     last_retrieved_at: datetime | None = None
     user_correction_count: int = 0
+    # The entity's importance_score from the importance job; None until it has run.
+    entity_importance: float | None = None
     cluster_id: str | None = None
     source_event_id: str | None = None
     message_id: str | None = None
@@ -276,6 +287,15 @@ class RankedFact:
         return self.scores["formula"]
 
 
+def candidate_importance(candidate: Candidate) -> float:
+    """The importance signal: the fact's importance, averaged with its entity's score when it has one."""
+    own = min(1.0, max(0.0, candidate.importance))
+    if candidate.entity_importance is None:
+        return own
+    entity = min(1.0, max(0.0, candidate.entity_importance))
+    return (1.0 - ENTITY_IMPORTANCE_SHARE) * own + ENTITY_IMPORTANCE_SHARE * entity
+
+
 def score_candidate(candidate: Candidate, config: MemoryConfig, now: datetime) -> RankedFact:
     """Every signal of ``candidate`` and its formula score."""
     recency = recency_score(candidate.valid_from, now, float(config.recency_half_life_days))
@@ -295,12 +315,13 @@ def score_candidate(candidate: Candidate, config: MemoryConfig, now: datetime) -
         now,
         max_boost=config.pattern_signal_max_boost,
     )
+    importance = candidate_importance(candidate)
     formula = formula_score(
         semantic=candidate.semantic,
         keyword=candidate.keyword,
         graph=candidate.graph,
         recency=recency,
-        importance=candidate.importance,
+        importance=importance,
         pattern=pattern,
         config=config,
     )
@@ -309,7 +330,7 @@ def score_candidate(candidate: Candidate, config: MemoryConfig, now: datetime) -
         "keyword": round(candidate.keyword, 6),
         "graph": round(candidate.graph, 6),
         "recency": round(recency, 6),
-        "importance": round(candidate.importance, 6),
+        "importance": round(importance, 6),
         "confidence": round(confidence, 6),
         "pattern": round(pattern, 6),
         "formula": round(formula, 6),

@@ -309,7 +309,9 @@ broad AS (
 FACT_COLUMNS = """f.id, f.entity_key, f.entity_name, f.entity_type, f.attribute_key, f.fact_text, f.speaker,
        f.confidence, f.importance, f.valid_from, f.valid_to, f.created_at, f.reinforcement_count,
        f.last_confirmed_at, f.times_retrieved, f.last_retrieved_at, f.user_correction_count,
-       f.cluster_id, f.source_event_id, ev.message_id"""
+       f.cluster_id, f.source_event_id, ev.message_id,
+       (SELECT me.importance_score FROM memory_entities me
+        WHERE me.agent_id = f.agent_id AND me.canonical_key = f.entity_key) AS entity_importance"""
 
 _FINAL_SELECT = """
 SELECT {fact_columns},
@@ -496,6 +498,7 @@ def base_candidate(row: Any) -> Candidate:
         times_retrieved=int(row.times_retrieved or 0),
         last_retrieved_at=row.last_retrieved_at,
         user_correction_count=int(row.user_correction_count or 0),
+        entity_importance=float(row.entity_importance) if row.entity_importance is not None else None,
         cluster_id=str(row.cluster_id) if row.cluster_id is not None else None,
         source_event_id=str(row.source_event_id) if row.source_event_id is not None else None,
         message_id=row.message_id,

@@ -9,6 +9,10 @@ import pytest
 
 from memory_core.config import MemoryConfig
 from memory_core.maintenance.registry import run_job
+from memory_core.providers.hashing_embedder import HashingEmbedder
+from memory_core.read.context import build_read_context
+from memory_core.read.pipeline import retrieve
+from memory_core.settings import Settings
 from tests.memory_core.maintenance.conftest import ContextFactory, JobMemory
 from tests.memory_core.read.conftest import NOW
 
@@ -133,3 +137,38 @@ def test_importance_of_one_agent_never_touches_another(
 
     assert theirs.entity_row(their_xgboost).importance_score is None
     assert mine.entity_row(keys["xgboost"]).importance_score < mine.entity_row(keys["marcos"]).importance_score
+
+
+def test_after_importance_the_central_entitys_fact_ranks_first(
+    make_context: ContextFactory, memory: JobMemory, settings: Settings
+) -> None:
+    keys = seed_seeds_example(memory)
+    # Two equally relevant facts; the peripheral one is even a day newer.
+    central = memory.fact(
+        "Fernanda gosta de concertos de jazz", keys["fernanda"], valid_from=NOW - timedelta(days=2), importance=0.5
+    )
+    peripheral = memory.fact(
+        "XGBoost gosta de concertos de jazz", keys["xgboost"], valid_from=NOW - timedelta(days=1), importance=0.5
+    )
+    read_ctx = build_read_context(settings, embedder=HashingEmbedder(384), llm=None, pool_size=2)
+    query = "quem gosta de concertos de jazz?"
+
+    def order() -> tuple[list[str], dict[str, float]]:
+        result = retrieve(read_ctx, agent_id=memory.agent_id, query=query)
+        ids = [fact.fact_id for fact in result.facts if fact.fact_id in (central, peripheral)]
+        importance = {fact.fact_id: fact.scores["importance"] for fact in result.facts}
+        return ids, importance
+
+    try:
+        before, importance_before = order()
+        run_job(make_context(), memory.agent_id, "importance")
+        after, importance_after = order()
+    finally:
+        read_ctx.close()
+
+    assert before == [peripheral, central]
+    assert importance_before[central] == importance_before[peripheral] == pytest.approx(0.5)
+    assert after == [central, peripheral]
+    fernanda = memory.entity_row(keys["fernanda"]).importance_score
+    assert importance_after[central] == pytest.approx((0.5 + fernanda) / 2, abs=1e-5)
+    assert importance_after[central] > importance_after[peripheral]
