@@ -1,18 +1,87 @@
 """The one table of periodic jobs run by Celery Beat: name -> task, cadence, queue, expiry.
 
 Entries are added by the write pipeline (the sweeper) and by the maintenance jobs;
-``workers.celery_app`` loads this table into ``beat_schedule``.
+``workers.celery_app`` loads :func:`build_beat_schedule` into ``beat_schedule``.
+
+Maintenance cadence follows the seeds (times in UTC). Importance runs first, because summaries
+and profiles choose their entities by importance: it runs on the hour every 4 hours, and they
+20 minutes later. Clustering and consolidation run every 6 hours at :40; communities (which
+compare cluster embeddings) and emotional trends (which aggregate the emotions consolidation
+tags) run daily after them, and memify daily at 03:00. Each entry sends
+``maintenance.fan_out(job)``, which queues one run per agent with new events since that job's
+last successful run for it (none for idle agents). ``ARANDU_MAINTENANCE_CADENCES`` (JSON,
+seconds) replaces a job's time of day with a plain interval.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-BEAT_SCHEDULE: dict[str, dict[str, Any]] = {
-    # Re-enqueues write-pipeline runs that stopped moving (lost enqueue, worker killed mid-task).
-    "pipeline-sweeper": {
-        "task": "apply.sweep_stuck_runs",
-        "schedule": 30.0,
-        "options": {"queue": "apply", "expires": 25},
-    },
+from celery.schedules import crontab
+
+from memory_core.maintenance.registry import JOB_NAMES
+from memory_core.settings import Settings, SettingsError
+
+HOUR = 3600.0
+
+
+@dataclass(frozen=True)
+class Cadence:
+    """When a maintenance job's fan-out runs: a crontab (UTC) and the period it implies, in seconds."""
+
+    schedule: crontab
+    period_s: float
+
+
+MAINTENANCE_CADENCE: dict[str, Cadence] = {
+    "importance": Cadence(crontab(minute="0", hour="*/4"), 4 * HOUR),
+    "summaries": Cadence(crontab(minute="20", hour="*/4"), 4 * HOUR),
+    "profiles": Cadence(crontab(minute="20", hour="*/4"), 4 * HOUR),
+    "clustering": Cadence(crontab(minute="40", hour="*/6"), 6 * HOUR),
+    "consolidation": Cadence(crontab(minute="40", hour="*/6"), 6 * HOUR),
+    "communities": Cadence(crontab(minute="30", hour="2"), 24 * HOUR),
+    "memify": Cadence(crontab(minute="0", hour="3"), 24 * HOUR),
+    "emotional_trends": Cadence(crontab(minute="30", hour="3"), 24 * HOUR),
 }
+assert set(MAINTENANCE_CADENCE) == set(JOB_NAMES), "every maintenance job needs a cadence"
+
+# A fan-out that waited this long (workers down, or busy with a long job) is dropped: the next
+# one is never far off and would find the same agents.
+MAX_FAN_OUT_EXPIRES_S = 1800.0
+
+PIPELINE_SWEEPER: dict[str, Any] = {
+    # Re-enqueues write-pipeline runs that stopped moving (lost enqueue, worker killed mid-task).
+    "task": "apply.sweep_stuck_runs",
+    "schedule": 30.0,
+    "options": {"queue": "apply", "expires": 25},
+}
+
+
+def maintenance_entry(job: str, schedule: crontab | float, period_s: float) -> dict[str, Any]:
+    """The Beat entry of ``job``: its fan-out on the ``maintenance`` queue, expiring within half a period."""
+    return {
+        "task": "maintenance.fan_out",
+        "schedule": schedule,
+        "args": (job,),
+        "options": {"queue": "maintenance", "expires": min(MAX_FAN_OUT_EXPIRES_S, period_s / 2)},
+    }
+
+
+def build_beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
+    """Every periodic entry, with ``settings.maintenance_cadences`` applied."""
+    unknown = sorted(set(settings.maintenance_cadences) - set(JOB_NAMES))
+    if unknown:
+        raise SettingsError(
+            f"invalid settings: ARANDU_MAINTENANCE_CADENCES names unknown job(s) {', '.join(unknown)}; "
+            f"valid jobs: {', '.join(JOB_NAMES)}"
+        )
+    schedule: dict[str, dict[str, Any]] = {"pipeline-sweeper": PIPELINE_SWEEPER}
+    for job in JOB_NAMES:
+        override = settings.maintenance_cadences.get(job)
+        if override is not None:
+            schedule[f"maintenance-{job}"] = maintenance_entry(job, override, override)
+        else:
+            cadence = MAINTENANCE_CADENCE[job]
+            schedule[f"maintenance-{job}"] = maintenance_entry(job, cadence.schedule, cadence.period_s)
+    return schedule

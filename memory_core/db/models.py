@@ -134,6 +134,14 @@ class MaintenanceJobRun(Base):
     __table_args__ = (
         Index("ix_job_runs_agent_job_created", "agent_id", "job", "created_at"),
         Index("ix_job_runs_status", "status"),
+        # The run guard (migration 0002): one queued or running run per (agent, job).
+        Index(
+            "uq_job_runs_active",
+            "agent_id",
+            "job",
+            unique=True,
+            postgresql_where=sql_text("status IN ('queued', 'running')"),
+        ),
     )
 
     id: Mapped[uuid.UUID] = _pk()
@@ -192,7 +200,18 @@ class MemoryCluster(Base):
     """Semantic cluster of an entity's facts, with an LLM (or rule) summary."""
 
     __tablename__ = "memory_clusters"
-    __table_args__ = (Index("ix_memory_clusters_agent_entity", "agent_id", "entity_key"),)
+    __table_args__ = (
+        Index("ix_memory_clusters_agent_entity", "agent_id", "entity_key"),
+        # One automatic cluster per entity (migration 0002, clustering job).
+        Index(
+            "uq_memory_clusters_auto_entity",
+            "agent_id",
+            "entity_type",
+            "entity_key",
+            unique=True,
+            postgresql_where=sql_text("cluster_type = 'auto'"),
+        ),
+    )
 
     id: Mapped[uuid.UUID] = _pk()
     agent_id: Mapped[str] = mapped_column(Text)
@@ -205,6 +224,8 @@ class MemoryCluster(Base):
     importance: Mapped[float] = mapped_column(Float, server_default=sql_text("0.5"))
     embedding_vec: Mapped[Any | None] = mapped_column(Vector())
     is_active: Mapped[bool] = mapped_column(Boolean, server_default=sql_text("true"))
+    # Hash of the member facts (ids and texts) the summary was made from; unchanged -> no LLM call.
+    facts_fingerprint: Mapped[str | None] = mapped_column(String(64))
     last_updated_at: Mapped[datetime] = _created_at()
     created_at: Mapped[datetime] = _created_at()
 
@@ -298,6 +319,7 @@ class MemoryEntity(Base):
         UniqueConstraint("agent_id", "canonical_key", name="uq_memory_entities_agent_key"),
         Index("ix_memory_entities_agent_last_seen", "agent_id", "last_seen_at"),
         Index("ix_memory_entities_agent_importance", "agent_id", "importance_score"),
+        Index("ix_memory_entities_agent_community", "agent_id", "community_id"),
     )
 
     id: Mapped[uuid.UUID] = _pk()
@@ -315,6 +337,10 @@ class MemoryEntity(Base):
     first_seen_at: Mapped[datetime] = _created_at()
     last_seen_at: Mapped[datetime] = _created_at()
     summary_refreshed_at: Mapped[datetime | None] = mapped_column()
+    # The entity community (an "entity_community" meta-observation) this entity belongs to.
+    community_id: Mapped[uuid.UUID | None] = mapped_column(
+        ForeignKey("memory_meta_observations.id", ondelete="SET NULL", name="fk_memory_entities_community")
+    )
     created_at: Mapped[datetime] = _created_at()
 
 
@@ -386,6 +412,10 @@ class MemoryMetaObservation(Base):
     times_reinforced: Mapped[int] = mapped_column(Integer, server_default=sql_text("0"))
     is_active: Mapped[bool] = mapped_column(Boolean, server_default=sql_text("true"))
     embedding_vec: Mapped[Any | None] = mapped_column(Vector())
+    # Community observations: member cluster ids ("community_theme") or entity keys ("entity_community").
+    members: Mapped[list[Any]] = mapped_column(server_default=sql_text("'[]'::jsonb"))
+    # Hash of what the text was made from; unchanged -> no LLM call.
+    fingerprint: Mapped[str | None] = mapped_column(String(64))
     first_detected_at: Mapped[datetime] = _created_at()
     last_reinforced_at: Mapped[datetime] = _created_at()
     created_at: Mapped[datetime] = _created_at()
