@@ -17,7 +17,7 @@ from starlette.concurrency import run_in_threadpool
 from api.dependencies import build_state, install_request_schemas
 from api.errors import install_error_handlers
 from api.metrics import build_metrics_registry
-from api.routes import event_lookup, events, imports, memory, messages, retrieve
+from api.routes import event_lookup, events, imports, jobs, memory, messages, retrieve
 from api.schemas import BatchIn, ImportIn, MessageIn, RetrieveIn, RetryIn
 from memory_core.db.migrate import check_schema
 from memory_core.settings import Settings, get_settings
@@ -57,6 +57,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(event_lookup.router)
     app.include_router(retrieve.router)
     app.include_router(memory.router)
+    app.include_router(jobs.router)
     install_request_schemas(app, [MessageIn, BatchIn, ImportIn, RetryIn, RetrieveIn, event_lookup.EventLookupIn])
 
     metrics_registry = build_metrics_registry(

@@ -369,6 +369,39 @@ class Deleted(BaseModel):
     deleted: int
 
 
+class JobRunAccepted(BaseModel):
+    """A queued maintenance run; follow it with ``GET /v1/agents/{agent_id}/jobs``."""
+
+    job_run_id: str
+    agent_id: str
+    job: str
+    status: str
+    trigger: str
+
+
+class JobRun(BaseModel):
+    """One maintenance run: ``queued`` -> ``running`` -> ``done``, ``failed`` or ``skipped``."""
+
+    job_run_id: str
+    agent_id: str
+    job: str
+    status: str
+    trigger: str = Field(description="`beat` (scheduled) or `api`")
+    task_id: str | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    duration_ms: float | None
+    result: dict[str, Any] | None = Field(description="what the job did (counts per job), once done")
+    error: str | None
+
+
+class JobRunPage(BaseModel):
+    """An agent's most recent maintenance runs, newest first."""
+
+    runs: list[JobRun]
+
+
 # ---- Turning validated requests into intake messages -----------------------------------
 
 

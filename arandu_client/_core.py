@@ -32,6 +32,9 @@ from arandu_client.models import (
     FactPage,
     ImportAccepted,
     ImportProgress,
+    JobRun,
+    JobRunAccepted,
+    JobRunPage,
     Message,
     MessageAccepted,
     MessageOptions,
@@ -288,6 +291,24 @@ def delete_all_facts(agent_id: str) -> Call[int]:
 def list_entities(agent_id: str, *, limit: int, offset: int) -> Call[EntityPage]:
     """``GET /v1/agents/{agent_id}/entities``."""
     return Call("GET", f"{_agent(agent_id)}/entities", _model(EntityPage), params={"limit": limit, "offset": offset})
+
+
+# ---- Maintenance jobs --------------------------------------------------------------------
+
+
+def run_job(agent_id: str, job: str) -> Call[JobRunAccepted]:
+    """``POST /v1/agents/{agent_id}/jobs/{job}``: queue a maintenance run now."""
+    return Call("POST", f"{_agent(agent_id)}/jobs/{_segment(job)}", _model(JobRunAccepted))
+
+
+def list_jobs(agent_id: str, *, limit: int) -> Call[JobRunPage]:
+    """``GET /v1/agents/{agent_id}/jobs``: recent maintenance runs, newest first."""
+    return Call("GET", f"{_agent(agent_id)}/jobs", _model(JobRunPage), params={"limit": limit})
+
+
+def find_run(page: JobRunPage, job_run_id: str) -> JobRun | None:
+    """The run ``job_run_id`` of ``page``, if listed."""
+    return next((run for run in page.runs if run.job_run_id == job_run_id), None)
 
 
 # ---- Operations --------------------------------------------------------------------------

@@ -23,6 +23,9 @@ from arandu_client.models import (
     FactPage,
     ImportAccepted,
     ImportProgress,
+    JobRun,
+    JobRunAccepted,
+    JobRunPage,
     Message,
     MessageAccepted,
     MessageOptions,
@@ -209,6 +212,27 @@ class AsyncAranduClient:
     async def list_entities(self, agent_id: str, *, limit: int = 50, offset: int = 0) -> EntityPage:
         """The agent's entities."""
         return await self._call(_core.list_entities(agent_id, limit=limit, offset=offset))
+
+    # ---- Maintenance jobs ------------------------------------------------------------------
+
+    async def run_job(self, agent_id: str, job: str) -> JobRunAccepted:
+        """Queue a maintenance job for the agent now; ConflictError when it is already queued or running."""
+        return await self._call(_core.run_job(agent_id, job))
+
+    async def list_jobs(self, agent_id: str, *, limit: int = 50) -> JobRunPage:
+        """The agent's most recent maintenance runs (Beat's and the API's), newest first."""
+        return await self._call(_core.list_jobs(agent_id, limit=limit))
+
+    async def wait_for_job(
+        self, agent_id: str, job_run_id: str, *, timeout: float = 300, poll_interval: float = 1.0, limit: int = 100
+    ) -> JobRun:
+        """Poll until the run is ``done``, ``failed`` or ``skipped`` (a failure is returned, not raised)."""
+        pacer = _core.Pacer(f"job run {job_run_id}", timeout, poll_interval)
+        while True:
+            run = _core.find_run(await self.list_jobs(agent_id, limit=limit), job_run_id)
+            if run is not None and run.finished:
+                return run
+            await asyncio.sleep(pacer.delay(run.status if run is not None else "not listed"))
 
     # ---- Operations ------------------------------------------------------------------------
 

@@ -263,6 +263,49 @@ class Deleted(_Model):
     deleted: int
 
 
+# ---- Maintenance jobs ----------------------------------------------------------------------
+
+JOB_FINAL_STATUSES = frozenset({"done", "failed", "skipped"})
+
+
+class JobRunAccepted(_Model):
+    """A maintenance run queued by ``run_job``."""
+
+    job_run_id: str
+    agent_id: str
+    job: str
+    status: str
+    trigger: str
+
+
+class JobRun(_Model):
+    """One maintenance run: ``queued`` -> ``running`` -> ``done``, ``failed`` or ``skipped``."""
+
+    job_run_id: str
+    agent_id: str
+    job: str
+    status: str
+    trigger: str
+    task_id: str | None = None
+    created_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    duration_ms: float | None = None
+    result: dict[str, Any] | None = None
+    error: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        """True once the run is done, failed or skipped."""
+        return self.status in JOB_FINAL_STATUSES
+
+
+class JobRunPage(_Model):
+    """An agent's most recent maintenance runs, newest first."""
+
+    runs: list[JobRun]
+
+
 # ---- Operations ----------------------------------------------------------------------------
 
 

@@ -22,6 +22,9 @@ from arandu_client.models import (
     FactPage,
     ImportAccepted,
     ImportProgress,
+    JobRun,
+    JobRunAccepted,
+    JobRunPage,
     Message,
     MessageAccepted,
     MessageOptions,
@@ -211,6 +214,35 @@ class AranduClient:
     def list_entities(self, agent_id: str, *, limit: int = 50, offset: int = 0) -> EntityPage:
         """The agent's entities."""
         return self._call(_core.list_entities(agent_id, limit=limit, offset=offset))
+
+    # ---- Maintenance jobs ------------------------------------------------------------------
+
+    def run_job(self, agent_id: str, job: str) -> JobRunAccepted:
+        """Queue a maintenance job (importance, summaries, clustering...) for the agent now.
+
+        Raises :class:`~arandu_client.errors.ConflictError` when that job is already queued or
+        running for the agent (the message names its run), NotFoundError for an unknown job.
+        """
+        return self._call(_core.run_job(agent_id, job))
+
+    def list_jobs(self, agent_id: str, *, limit: int = 50) -> JobRunPage:
+        """The agent's most recent maintenance runs (Beat's and the API's), newest first."""
+        return self._call(_core.list_jobs(agent_id, limit=limit))
+
+    def wait_for_job(
+        self, agent_id: str, job_run_id: str, *, timeout: float = 300, poll_interval: float = 1.0, limit: int = 100
+    ) -> JobRun:
+        """Poll until the run is ``done``, ``failed`` or ``skipped`` (a failure is returned, not raised).
+
+        The run must be among the agent's ``limit`` most recent. Raises
+        :class:`~arandu_client.errors.WaitTimeoutError` after ``timeout`` s.
+        """
+        pacer = _core.Pacer(f"job run {job_run_id}", timeout, poll_interval)
+        while True:
+            run = _core.find_run(self.list_jobs(agent_id, limit=limit), job_run_id)
+            if run is not None and run.finished:
+                return run
+            time.sleep(pacer.delay(run.status if run is not None else "not listed"))
 
     # ---- Operations ------------------------------------------------------------------------
 
