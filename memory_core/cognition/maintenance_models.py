@@ -27,6 +27,8 @@ class FactLine(_Model):
     text: str
     attribute_key: str | None = None
     valid_from: datetime | None = None
+    # The fact's subject; lets rules compare facts about the same entity (contradictions).
+    entity_key: str | None = None
 
 
 # --- summaries (clusters and entities) ------------------------------------------------
