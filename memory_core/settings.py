@@ -109,12 +109,19 @@ class Settings(BaseSettings):
 
     ingest_concurrency: int = Field(default=16, ge=1, le=512)
     apply_concurrency: int = Field(default=8, ge=1, le=128)
+    # Worker processes ./ops/dev starts for the apply queue: its stages are CPU-bound Python,
+    # so one process is capped by its GIL; the agent lock already serialises each agent.
+    apply_processes: int = Field(default=2, ge=1, le=16)
     maintenance_concurrency: int = Field(default=1, ge=1, le=64)
     # A maintenance task not started this long after it was sent is dropped, and its run guard released.
     maintenance_task_expires_s: float = Field(default=3600.0, ge=10, le=7 * 24 * 3600)
     # Per-job cadence overrides in seconds, as JSON ({"importance": 7200}); jobs not named keep beat_schedule.py's.
     maintenance_cadences: dict[str, Annotated[float, Field(ge=10)]] = Field(default_factory=dict)
     database_pool_size: int = Field(default=10, ge=1, le=200)
+    # Retrieval counters (times_retrieved, last_retrieved_at) are queued and written this often; 0 = in the request.
+    retrieval_bookkeeping_flush_s: float = Field(default=1.0, ge=0, le=600)
+    # Agents with at least this many facts get a vector index of their own (0 = never).
+    retrieval_agent_index_min_facts: int = Field(default=10_000, ge=0, le=100_000_000)
 
     pipeline_max_attempts: int = Field(default=6, ge=1, le=100)
     pipeline_retry_base_s: float = Field(default=2.0, gt=0, le=600)
@@ -122,6 +129,11 @@ class Settings(BaseSettings):
     pipeline_stale_after_s: float = Field(default=600.0, ge=0.5, le=7 * 24 * 3600)
     # A run re-enqueued this many times without moving is failed: its message probably kills workers.
     pipeline_max_sweeps: int = Field(default=5, ge=1, le=10000)
+    # Batches, imports and sweeps run one chain per (agent, this many events): Celery's per-task
+    # cost is paid once per chunk and the chunk's upsert is one transaction under the agent lock.
+    pipeline_chunk_size: int = Field(default=16, ge=1, le=500)
+    # Events of one chunk computed at once when the skills call an LLM (hides its latency).
+    pipeline_chunk_parallelism: int = Field(default=8, ge=1, le=64)
 
     llm_provider: LLMProviderName | None = None
     llm_model: str | None = None

@@ -9,10 +9,13 @@ under the agent's advisory lock.
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -24,12 +27,11 @@ from memory_core.write.extract import compute_extraction
 from memory_core.write.reconcile import reconcile_facts
 from memory_core.write.repository import vector_literal
 from memory_core.write.resolve import resolve_entities, speaker_entity
-from memory_core.write.runs import RunView, complete_stage, load_run, relax_durability
+from memory_core.write.runs import RunView, StageCompletion, complete_stages, load_runs, relax_durability
 from memory_core.write.schemas import (
     ExtractStageOutput,
     ReconcileStageOutput,
     ResolveStageOutput,
-    TokenCount,
     TraceStep,
     WriteResult,
 )
@@ -73,24 +75,60 @@ def _check_inputs(run: RunView, stage: str) -> None:
         )
 
 
-def _begin(ctx: WriteContext, event_id: uuid.UUID, stage: str, expected: str) -> RunView | StageOutcome:
-    with reading(ctx) as session:
-        run = load_run(session, event_id, outputs=REQUIRED_OUTPUTS[stage])
-    if run is None:
-        return "missing"
-    if run.status != expected:
-        return "skipped"
-    _check_inputs(run, stage)
-    return run
+StageResult = StageOutcome | Exception
+NEXT_STATUS: dict[str, str] = {
+    "extract": "extracted",
+    "resolve": "resolved",
+    "reconcile": "reconciled",
+    "upsert": "done",
+}
+EXPECTED_STATUS: dict[str, str] = {
+    "extract": "received",
+    "resolve": "extracted",
+    "reconcile": "resolved",
+    "upsert": "reconciled",
+}
+
+_UPDATE_EVENTS = text(
+    """
+    UPDATE memory_events e SET embedding_vec = CAST(x.vec AS vector), emotion_primary = x.emotion,
+        emotion_intensity = x.intensity, energy_level = x.energy
+    FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS x(id uuid, vec text, emotion text, intensity float8, energy text)
+    WHERE e.id = x.id
+    """
+)
 
 
-def run_extract(ctx: WriteContext, event_id: uuid.UUID) -> StageOutcome:
-    """Stage 1: extraction (LLM-bound). Stores the extraction and the event's embedding and emotion."""
-    run = _begin(ctx, event_id, "extract", "received")
-    if isinstance(run, str):
-        return run
+def _ready_runs(
+    runs: dict[uuid.UUID, RunView], event_ids: Sequence[uuid.UUID], stage: str, outcomes: dict[uuid.UUID, StageResult]
+) -> list[RunView]:
+    """Runs waiting for ``stage`` with their inputs; the others get their outcome in ``outcomes``."""
+    ready: list[RunView] = []
+    for event_id in dict.fromkeys(event_ids):
+        run = runs.get(event_id)
+        if run is None:
+            outcomes[event_id] = "missing"
+        elif run.status != EXPECTED_STATUS[stage]:
+            outcomes[event_id] = "skipped"
+        else:
+            try:
+                _check_inputs(run, stage)
+            except StageInputMissingError as error:
+                outcomes[event_id] = error
+                continue
+            ready.append(run)
+    return ready
+
+
+@dataclass(frozen=True)
+class _Computed:
+    completion: StageCompletion
+    event_row: dict[str, Any] | None = None
+
+
+def _compute_extract(ctx: WriteContext, run: RunView) -> _Computed:
     started = time.perf_counter()
-    cache = SkillCache(ctx.sessions, event_id, run.stage_outputs.get("llm_cache") or {})
+    cache = SkillCache(ctx.sessions, run.event_id, run.stage_outputs.get("llm_cache") or {})
     with reading(ctx) as session:
         result = compute_extraction(
             ctx,
@@ -102,43 +140,28 @@ def run_extract(ctx: WriteContext, event_id: uuid.UUID) -> StageOutcome:
             options=run.options,
             cache=cache,
         )
-    duration = (time.perf_counter() - started) * 1000
-    with ctx.sessions.begin() as session:
-        if not complete_stage(
-            session,
-            event_id,
-            "extract",
+    emotion = result.emotion
+    return _Computed(
+        StageCompletion(
+            run.event_id,
             result.output.model_dump(mode="json"),
-            new_status="extracted",
-            duration_ms=duration,
+            (time.perf_counter() - started) * 1000,
             tokens=result.output.tokens.model_dump(),
-        ):
-            return "skipped"
-        emotion = result.emotion
-        session.execute(
-            text(
-                "UPDATE memory_events SET embedding_vec = CAST(:vec AS vector), emotion_primary = :emotion, "
-                "emotion_intensity = :intensity, energy_level = :energy WHERE id = :id"
-            ),
-            {
-                "vec": _vector(result.event_embedding),
-                "emotion": emotion.emotion if emotion else None,
-                "intensity": emotion.intensity if emotion else None,
-                "energy": emotion.energy if emotion else None,
-                "id": str(event_id),
-            },
-        )
-    return "completed"
+        ),
+        {
+            "id": str(run.event_id),
+            "vec": _vector(result.event_embedding),
+            "emotion": emotion.emotion if emotion else None,
+            "intensity": emotion.intensity if emotion else None,
+            "energy": emotion.energy if emotion else None,
+        },
+    )
 
 
-def run_resolve(ctx: WriteContext, event_id: uuid.UUID) -> StageOutcome:
-    """Stage 2: entity resolution (reads only; may ask the disambiguation skill)."""
-    run = _begin(ctx, event_id, "resolve", "extracted")
-    if isinstance(run, str):
-        return run
+def _compute_resolve(ctx: WriteContext, run: RunView) -> _Computed:
     started = time.perf_counter()
     extract = ExtractStageOutput.model_validate(run.stage_outputs["extract"])
-    cache = SkillCache(ctx.sessions, event_id, run.stage_outputs.get("llm_cache") or {})
+    cache = SkillCache(ctx.sessions, run.event_id, run.stage_outputs.get("llm_cache") or {})
     with reading(ctx) as session:
         output = resolve_entities(
             ctx,
@@ -150,26 +173,21 @@ def run_resolve(ctx: WriteContext, event_id: uuid.UUID) -> StageOutcome:
             config=ctx.config_for(run.options),
             cache=cache,
         )
-    return _store(
-        ctx,
-        event_id,
-        stage="resolve",
-        status="resolved",
-        output=output.model_dump(mode="json"),
-        started=started,
-        tokens=output.tokens,
+    return _Computed(
+        StageCompletion(
+            run.event_id,
+            output.model_dump(mode="json"),
+            (time.perf_counter() - started) * 1000,
+            tokens=output.tokens.model_dump(),
+        )
     )
 
 
-def run_reconcile(ctx: WriteContext, event_id: uuid.UUID) -> StageOutcome:
-    """Stage 3: reconciliation decisions from a snapshot of the active facts."""
-    run = _begin(ctx, event_id, "reconcile", "resolved")
-    if isinstance(run, str):
-        return run
+def _compute_reconcile(ctx: WriteContext, run: RunView) -> _Computed:
     started = time.perf_counter()
     extract = ExtractStageOutput.model_validate(run.stage_outputs["extract"])
     resolution = ResolveStageOutput.model_validate(run.stage_outputs["resolve"])
-    cache = SkillCache(ctx.sessions, event_id, run.stage_outputs.get("llm_cache") or {})
+    cache = SkillCache(ctx.sessions, run.event_id, run.stage_outputs.get("llm_cache") or {})
     with reading(ctx) as session:
         output = reconcile_facts(
             ctx,
@@ -182,73 +200,175 @@ def run_reconcile(ctx: WriteContext, event_id: uuid.UUID) -> StageOutcome:
             config=ctx.config_for(run.options),
             cache=cache,
         )
-    return _store(
-        ctx,
-        event_id,
-        stage="reconcile",
-        status="reconciled",
-        output=output.model_dump(mode="json"),
-        started=started,
-        tokens=output.tokens,
+    return _Computed(
+        StageCompletion(
+            run.event_id,
+            output.model_dump(mode="json"),
+            (time.perf_counter() - started) * 1000,
+            tokens=output.tokens.model_dump(),
+        )
     )
+
+
+_COMPUTE: dict[str, Callable[[WriteContext, RunView], _Computed]] = {
+    "extract": _compute_extract,
+    "resolve": _compute_resolve,
+    "reconcile": _compute_reconcile,
+}
+
+
+def _compute_all(
+    ctx: WriteContext, stage: str, ready: Sequence[RunView], outcomes: dict[uuid.UUID, StageResult]
+) -> list[_Computed]:
+    """Compute ``stage`` for every ready run; a run whose computation raised gets the error as its outcome.
+
+    With LLM skills the runs of a chunk are computed at once, so their model calls overlap;
+    offline skills are pure CPU and gain nothing from threads under the GIL.
+    """
+    compute = _COMPUTE[stage]
+
+    def attempt(run: RunView) -> _Computed | Exception:
+        try:
+            return compute(ctx, run)
+        except Exception as error:  # the caller decides, per event, between retry and failure
+            return error
+
+    parallel = min(len(ready), ctx.settings.pipeline_chunk_parallelism)
+    if parallel > 1 and ctx.skills.kind != "offline":
+        with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix=f"arandu-{stage}") as pool:
+            results = list(pool.map(attempt, ready))
+    else:
+        results = [attempt(run) for run in ready]
+    computed: list[_Computed] = []
+    for run, result in zip(ready, results, strict=True):
+        if isinstance(result, Exception):
+            outcomes[run.event_id] = result
+        else:
+            computed.append(result)
+    return computed
+
+
+def run_stage_chunk(ctx: WriteContext, stage: str, event_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, StageResult]:
+    """Run ``stage`` for several events: per event ``completed``, ``skipped``, ``missing`` or the error it raised.
+
+    Reads are two statements for the whole chunk; outputs are stored, and runs advanced with
+    the usual per-event check-and-set, in one statement. An error of one event does not stop
+    the others; an error of the shared reads or writes raises (nothing was stored).
+    """
+    if stage == "upsert":
+        return _upsert_chunk(ctx, event_ids)
+    outcomes: dict[uuid.UUID, StageResult] = {}
+    with reading(ctx) as session:
+        runs = load_runs(session, event_ids, outputs=REQUIRED_OUTPUTS[stage])
+    ready = _ready_runs(runs, event_ids, stage, outcomes)
+    computed = _compute_all(ctx, stage, ready, outcomes)
+    if computed:
+        with ctx.sessions.begin() as session:
+            advanced = complete_stages(
+                session, stage, [item.completion for item in computed], new_status=NEXT_STATUS[stage]
+            )
+            rows = [item.event_row for item in computed if item.event_row and item.completion.event_id in advanced]
+            if rows:
+                session.execute(_UPDATE_EVENTS, {"rows": json.dumps(rows)})
+        for item in computed:
+            outcomes[item.completion.event_id] = "completed" if item.completion.event_id in advanced else "skipped"
+    return outcomes
+
+
+def _apply_one(ctx: WriteContext, session: Session, run: RunView) -> StageCompletion:
+    started = time.perf_counter()
+    extract = ExtractStageOutput.model_validate(run.stage_outputs["extract"])
+    resolution = ResolveStageOutput.model_validate(run.stage_outputs["resolve"])
+    reconciliation = ReconcileStageOutput.model_validate(run.stage_outputs["reconcile"])
+    outcome = apply_message(
+        session,
+        run,
+        extract=extract,
+        resolution=resolution,
+        reconciliation=reconciliation,
+        config=ctx.config_for(run.options),
+        speaker_key=speaker_entity(run.speaker)[0],
+        offline=ctx.skills.kind == "offline",
+    )
+    duration = (time.perf_counter() - started) * 1000
+    result = build_result(
+        str(run.event_id),
+        extract,
+        resolution,
+        reconciliation,
+        outcome,
+        duration_ms=sum(float(v) for v in run.timings.values()) + duration,
+        verbose=bool(run.options.get("verbose")),
+        upsert_ms=duration,
+    )
+    return StageCompletion(
+        run.event_id,
+        {"facts": len(outcome.added) + len(outcome.updated)},
+        duration,
+        result=result.model_dump(mode="json"),
+    )
+
+
+def _upsert_chunk(ctx: WriteContext, event_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, StageResult]:
+    """Apply a chunk's decisions in one short transaction under its agent's lock, in ``occurred_at`` order."""
+    outcomes: dict[uuid.UUID, StageResult] = {}
+    with ctx.sessions.begin() as session:
+        # The run row locks make a concurrent redelivery of these events wait, then see "done".
+        runs = load_runs(session, event_ids, for_update=True, outputs=REQUIRED_OUTPUTS["upsert"])
+        ready = _ready_runs(runs, event_ids, "upsert", outcomes)
+        if not ready:
+            return outcomes
+        relax_durability(session)
+        # Sorted, so two chunks naming several agents (the sweeper's) cannot deadlock on them.
+        for agent_id in sorted({run.agent_id for run in ready}):
+            lock_agent(session, agent_id)
+        ready.sort(key=lambda run: (run.occurred_at, str(run.event_id)))
+        completions: list[StageCompletion] = []
+        for run in ready:
+            if len(ready) == 1:
+                # Alone, a failure rolls the whole transaction back: no savepoint needed.
+                completions.append(_apply_one(ctx, session, run))
+                continue
+            try:
+                # One message failing (its savepoint rolled back) must not hold back the rest of the chunk.
+                with session.begin_nested():
+                    completions.append(_apply_one(ctx, session, run))
+            except Exception as error:
+                outcomes[run.event_id] = error
+        advanced = complete_stages(session, "upsert", completions, new_status="done")
+        if advanced != {item.event_id for item in completions}:
+            # Impossible while the run rows are locked; if it happens, write nothing at all.
+            raise RuntimeError(f"upsert: runs changed status under their row lock: {sorted(map(str, advanced))}")
+        for item in completions:
+            outcomes[item.event_id] = "completed"
+    return outcomes
+
+
+def _single(outcomes: dict[uuid.UUID, StageResult], event_id: uuid.UUID) -> StageOutcome:
+    outcome = outcomes[event_id]
+    if isinstance(outcome, Exception):
+        raise outcome
+    return outcome
+
+
+def run_extract(ctx: WriteContext, event_id: uuid.UUID) -> StageOutcome:
+    """Stage 1: extraction (LLM-bound). Stores the extraction and the event's embedding and emotion."""
+    return _single(run_stage_chunk(ctx, "extract", [event_id]), event_id)
+
+
+def run_resolve(ctx: WriteContext, event_id: uuid.UUID) -> StageOutcome:
+    """Stage 2: entity resolution (reads only; may ask the disambiguation skill)."""
+    return _single(run_stage_chunk(ctx, "resolve", [event_id]), event_id)
+
+
+def run_reconcile(ctx: WriteContext, event_id: uuid.UUID) -> StageOutcome:
+    """Stage 3: reconciliation decisions from a snapshot of the active facts."""
+    return _single(run_stage_chunk(ctx, "reconcile", [event_id]), event_id)
 
 
 def run_upsert(ctx: WriteContext, event_id: uuid.UUID) -> StageOutcome:
     """Stage 4: apply the decisions under the agent's lock and finish the run, in one transaction."""
-    started = time.perf_counter()
-    with ctx.sessions.begin() as session:
-        # The run row lock makes a concurrent redelivery of this stage wait, then see "done".
-        run = load_run(session, event_id, for_update=True, outputs=REQUIRED_OUTPUTS["upsert"])
-        if run is None:
-            return "missing"
-        if run.status != "reconciled":
-            return "skipped"
-        _check_inputs(run, "upsert")
-        relax_durability(session)
-        lock_agent(session, run.agent_id)
-        extract = ExtractStageOutput.model_validate(run.stage_outputs["extract"])
-        resolution = ResolveStageOutput.model_validate(run.stage_outputs["resolve"])
-        reconciliation = ReconcileStageOutput.model_validate(run.stage_outputs["reconcile"])
-        outcome = apply_message(
-            session,
-            run,
-            extract=extract,
-            resolution=resolution,
-            reconciliation=reconciliation,
-            config=ctx.config_for(run.options),
-            speaker_key=speaker_entity(run.speaker)[0],
-            offline=ctx.skills.kind == "offline",
-        )
-        duration = (time.perf_counter() - started) * 1000
-        timings = session.execute(
-            text("SELECT timings FROM pipeline_runs WHERE event_id = :id"), {"id": str(event_id)}
-        ).scalar_one()
-        result = build_result(
-            str(event_id),
-            extract,
-            resolution,
-            reconciliation,
-            outcome,
-            duration_ms=sum(float(v) for v in (timings or {}).values()) + duration,
-            verbose=bool(run.options.get("verbose")),
-            upsert_ms=duration,
-        )
-        completed = complete_stage(
-            session,
-            event_id,
-            "upsert",
-            {"facts": len(outcome.added) + len(outcome.updated)},
-            new_status="done",
-            duration_ms=duration,
-        )
-        if not completed:
-            session.rollback()
-            return "skipped"
-        session.execute(
-            text("UPDATE pipeline_runs SET result = CAST(:result AS jsonb) WHERE event_id = :id"),
-            {"result": result.model_dump_json(), "id": str(event_id)},
-        )
-    return "completed"
+    return _single(run_stage_chunk(ctx, "upsert", [event_id]), event_id)
 
 
 def build_result(
@@ -303,29 +423,6 @@ def build_result(
         warnings=warnings,
         pipeline=trace,
     )
-
-
-def _store(
-    ctx: WriteContext,
-    event_id: uuid.UUID,
-    *,
-    stage: str,
-    status: str,
-    output: dict[str, Any],
-    started: float,
-    tokens: TokenCount,
-) -> StageOutcome:
-    with ctx.sessions.begin() as session:
-        done = complete_stage(
-            session,
-            event_id,
-            stage,
-            output,
-            new_status=status,
-            duration_ms=(time.perf_counter() - started) * 1000,
-            tokens=tokens.model_dump(),
-        )
-    return "completed" if done else "skipped"
 
 
 def _vector(vector: list[float] | None) -> str | None:

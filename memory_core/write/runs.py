@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -34,6 +35,7 @@ class RunView:
     message_id: str | None
     occurred_at: datetime
     created_at: datetime
+    timings: dict[str, Any] = field(default_factory=dict)
 
 
 def load_run(
@@ -73,7 +75,157 @@ def load_run(
         message_id=event.message_id,
         occurred_at=event.occurred_at,
         created_at=run.created_at,
+        timings=dict(run.timings or {}),
     )
+
+
+def load_runs(
+    session: Session, event_ids: Sequence[uuid.UUID], *, for_update: bool = False, outputs: Sequence[str] = ()
+) -> dict[uuid.UUID, RunView]:
+    """Several runs with their events and stored outputs in two statements (a chunk's reads).
+
+    With ``for_update`` the run rows are locked in event-id order, so two overlapping chunks
+    (a redelivery, a split-off retry) queue behind each other instead of deadlocking.
+    """
+    if not event_ids:
+        return {}
+    statement = (
+        select(PipelineRun, MemoryEvent)
+        .join(MemoryEvent, MemoryEvent.id == PipelineRun.event_id)
+        .where(PipelineRun.event_id.in_(list(event_ids)))
+        .order_by(PipelineRun.event_id)
+    )
+    if for_update:
+        statement = statement.with_for_update(of=PipelineRun)
+    pairs = session.execute(statement).all()
+    stored: dict[uuid.UUID, dict[str, Any]] = {
+        run.event_id: {"llm_cache": dict(run.llm_cache or {})} for run, _ in pairs
+    }
+    if outputs and pairs:
+        rows = session.execute(
+            select(PipelineStageOutput.event_id, PipelineStageOutput.stage, PipelineStageOutput.output).where(
+                PipelineStageOutput.event_id.in_(list(stored)), PipelineStageOutput.stage.in_(list(outputs))
+            )
+        ).all()
+        for event_id, stage, output in rows:
+            stored[event_id][stage] = output
+    return {
+        run.event_id: RunView(
+            event_id=run.event_id,
+            agent_id=run.agent_id,
+            status=run.status,
+            stage=run.stage,
+            attempts=run.attempts,
+            options=dict(run.options or {}),
+            stage_outputs=stored[run.event_id],
+            text=event.text,
+            speaker=event.speaker,
+            session_id=event.session_id,
+            message_id=event.message_id,
+            occurred_at=event.occurred_at,
+            created_at=run.created_at,
+            timings=dict(run.timings or {}),
+        )
+        for run, event in pairs
+    }
+
+
+@dataclass(frozen=True)
+class StageCompletion:
+    """One event's finished stage: its output, how long it took, what it cost, and (upsert) its result."""
+
+    event_id: uuid.UUID
+    output: dict[str, Any]
+    duration_ms: float
+    tokens: dict[str, int] | None = None
+    result: dict[str, Any] | None = None
+
+
+_COMPLETE_STAGES = text(
+    """
+    WITH done AS (
+        SELECT * FROM jsonb_to_recordset(CAST(:rows AS jsonb))
+            AS x(event_id uuid, ms float8, tokens jsonb, output jsonb, result jsonb)
+    ), advanced AS (
+        UPDATE pipeline_runs r SET
+            status = CAST(:new_status AS varchar), stage = CAST(:stage AS varchar), error = NULL, updated_at = now(),
+            timings = COALESCE(r.timings, '{}'::jsonb) || jsonb_build_object(CAST(:stage AS text), done.ms),
+            token_usage = CASE WHEN done.tokens IS NULL THEN r.token_usage
+                               ELSE COALESCE(r.token_usage, '{}'::jsonb)
+                                    || jsonb_build_object(CAST(:stage AS text), done.tokens) END,
+            finished_at = CASE WHEN CAST(:terminal AS boolean) THEN now() ELSE r.finished_at END,
+            result = COALESCE(done.result, r.result)
+        FROM done
+        WHERE r.event_id = done.event_id AND r.status = CAST(:expected AS varchar)
+        RETURNING r.event_id
+    ), stored AS (
+        INSERT INTO pipeline_stage_outputs (event_id, stage, output)
+        SELECT done.event_id, CAST(:stage AS varchar), done.output
+        FROM done JOIN advanced ON advanced.event_id = done.event_id
+        ON CONFLICT (event_id, stage) DO UPDATE SET output = EXCLUDED.output
+    )
+    SELECT event_id FROM advanced
+    """
+)
+
+
+def complete_stages(
+    session: Session, stage: str, completions: Sequence[StageCompletion], *, new_status: str
+) -> set[uuid.UUID]:
+    """Store every completion's output and advance its run, only where the run still waits for ``stage``.
+
+    One statement for the whole chunk: the same check-and-set as :func:`complete_stage`, so a
+    redelivered stage advances nothing. Returns the ids that advanced.
+    """
+    if not completions:
+        return set()
+    relax_durability(session)
+    rows = [
+        {
+            "event_id": str(item.event_id),
+            "ms": round(item.duration_ms, 2),
+            "tokens": item.tokens,
+            "output": item.output,
+            "result": item.result,
+        }
+        for item in completions
+    ]
+    advanced = session.execute(
+        _COMPLETE_STAGES,
+        {
+            "rows": json.dumps(rows),
+            "new_status": new_status,
+            "stage": stage,
+            "expected": STAGE_INPUT_STATUS[stage],
+            "terminal": new_status in TERMINAL_STATUSES,
+        },
+    ).scalars()
+    return set(advanced)
+
+
+def plan_chunks(session: Session, event_ids: Sequence[uuid.UUID], size: int) -> list[list[uuid.UUID]]:
+    """Split events into chunks of one agent each, at most ``size`` long, in ``occurred_at`` order.
+
+    An agent's events are spread evenly over as few chunks as ``size`` allows (40 events at
+    16 make chunks of 14, 13 and 13). Ids without an event (deleted since) are left out.
+    """
+    rows = session.execute(
+        text("SELECT id, agent_id FROM memory_events WHERE id = ANY(:ids) ORDER BY agent_id, occurred_at, id"),
+        {"ids": [str(event_id) for event_id in event_ids]},
+    ).all()
+    by_agent: dict[str, list[uuid.UUID]] = {}
+    for event_id, agent_id in rows:
+        by_agent.setdefault(agent_id, []).append(event_id)
+    chunks: list[list[uuid.UUID]] = []
+    for ids in by_agent.values():
+        count = -(-len(ids) // size)
+        step, extra = divmod(len(ids), count)
+        offset = 0
+        for index in range(count):
+            length = step + (1 if index < extra else 0)
+            chunks.append(ids[offset : offset + length])
+            offset += length
+    return chunks
 
 
 def relax_durability(session: Session) -> None:

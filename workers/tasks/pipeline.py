@@ -1,6 +1,7 @@
 """The write pipeline's tasks: ``ingest.extract`` -> ``apply.resolve`` -> ``apply.reconcile`` -> ``apply.upsert``.
 
-Tasks take an event id and nothing else; state lives in PostgreSQL. Failures retry with
+Tasks take an event id, or a list of one agent's event ids (a chunk, from batches, imports
+and the sweeper), and nothing else; state lives in PostgreSQL. Failures retry with
 exponential backoff and jitter, never sooner than the provider's Retry-After; the run row
 counts attempts (Redis has no dead-letter queue), and past the cap the run is ``failed``
 with its stage and error until someone re-drives it.
@@ -11,6 +12,7 @@ from __future__ import annotations
 import logging
 import random
 import uuid
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -18,15 +20,17 @@ from celery import Celery, Task, chain
 from celery.canvas import Signature
 
 from memory_core.providers.errors import ProviderRequestError, RetryableProviderError
+from memory_core.write.context import WriteContext
 from memory_core.write.pipeline import (
     StageInputMissingError,
     StageOutcome,
     run_extract,
     run_reconcile,
     run_resolve,
+    run_stage_chunk,
     run_upsert,
 )
-from memory_core.write.runs import claim_stuck_runs, mark_failed, record_attempt
+from memory_core.write.runs import claim_stuck_runs, mark_failed, plan_chunks, record_attempt
 from memory_core.write.schemas import STAGES
 from workers.context import get_write_context
 
@@ -54,10 +58,19 @@ def retry_delay(attempt: int, base_s: float, max_s: float, retry_after_s: float 
     return max(delay, retry_after_s or 0.0)
 
 
-def pipeline_chain(app: Celery, event_id: str, start: str = "extract") -> Signature:
-    """The chain of stage tasks for one event, from ``start`` to ``upsert``."""
+EventIds = str | list[str]
+
+
+def _as_list(event_ids: EventIds | Sequence[str]) -> list[str]:
+    return [event_ids] if isinstance(event_ids, str) else list(event_ids)
+
+
+def pipeline_chain(app: Celery, event_ids: EventIds | Sequence[str], start: str = "extract") -> Signature:
+    """The stage tasks from ``start`` to ``upsert`` for one event (an id) or a chunk of one agent's events (a list)."""
+    ids = _as_list(event_ids)
+    argument: EventIds = ids[0] if len(ids) == 1 else ids
     first = STAGES.index(start)
-    return chain(*(app.signature(STAGE_TASKS[stage], args=(event_id,), immutable=True) for stage in STAGES[first:]))
+    return chain(*(app.signature(STAGE_TASKS[stage], args=(argument,), immutable=True) for stage in STAGES[first:]))
 
 
 def enqueue_events(app: Celery, event_ids: Sequence[str], start: str = "extract") -> None:
@@ -72,65 +85,113 @@ def enqueue_events(app: Celery, event_ids: Sequence[str], start: str = "extract"
         ).apply_async()
 
 
-def _run_stage(task: Task, stage: str, event_id: str) -> str:
-    context = get_write_context(task.app)
+def _count_failure(context: WriteContext, stage: str, event_id: str, error: Exception) -> float | None:
+    """Record a failed attempt; the retry delay, or None when the run is now ``failed`` for good."""
     settings = context.settings
     run_id = uuid.UUID(event_id)
-    try:
-        return STAGE_FUNCTIONS[stage](context, run_id)
-    except (ProviderRequestError, StageInputMissingError) as error:
+    if isinstance(error, (ProviderRequestError, StageInputMissingError)):
         # A bad key, an unknown model or a run without its inputs will not fix itself by waiting.
         with context.sessions.begin() as session:
             mark_failed(session, run_id, stage, f"{type(error).__name__}: {error}")
         logger.error("event %s failed at %s: %s", event_id, stage, error)
-        return "failed"
-    except Exception as error:
-        message = f"{type(error).__name__}: {error}"
-        with context.sessions.begin() as session:
-            attempts = record_attempt(session, run_id, stage, message)
-            if attempts >= settings.pipeline_max_attempts:
-                mark_failed(session, run_id, stage, message)
+        return None
+    message = f"{type(error).__name__}: {error}"
+    with context.sessions.begin() as session:
+        attempts = record_attempt(session, run_id, stage, message)
         if attempts >= settings.pipeline_max_attempts:
-            logger.error("event %s failed at %s after %d attempts: %s", event_id, stage, attempts, message)
+            mark_failed(session, run_id, stage, message)
+    if attempts >= settings.pipeline_max_attempts:
+        logger.error("event %s failed at %s after %d attempts: %s", event_id, stage, attempts, message)
+        return None
+    retry_after = error.retry_after_s if isinstance(error, RetryableProviderError) else None
+    countdown = retry_delay(attempts, settings.pipeline_retry_base_s, settings.pipeline_retry_max_s, retry_after)
+    logger.warning(
+        "event %s: %s attempt %d failed (%s); retrying in %.1f s", event_id, stage, attempts, message, countdown
+    )
+    return countdown
+
+
+def _run_stage(task: Task, stage: str, event_ids: EventIds) -> str:
+    ids = _as_list(event_ids)
+    if len(ids) != 1:
+        return _run_chunk(task, stage, ids)
+    event_id = ids[0]
+    context = get_write_context(task.app)
+    try:
+        return STAGE_FUNCTIONS[stage](context, uuid.UUID(event_id))
+    except Exception as error:
+        countdown = _count_failure(context, stage, event_id, error)
+        if countdown is None:
             return "failed"
-        retry_after = error.retry_after_s if isinstance(error, RetryableProviderError) else None
-        countdown = retry_delay(attempts, settings.pipeline_retry_base_s, settings.pipeline_retry_max_s, retry_after)
-        logger.warning(
-            "event %s: %s attempt %d failed (%s); retrying in %.1f s", event_id, stage, attempts, message, countdown
-        )
         # The run row counts attempts; Celery's own limit is off (max_retries=None on the task).
         raise task.retry(countdown=countdown, exc=error) from error
+
+
+def _run_chunk(task: Task, stage: str, ids: list[str]) -> str:
+    """A stage for a chunk of events: one failing event leaves the chunk and retries in a chain of its own."""
+    context = get_write_context(task.app)
+    try:
+        outcomes = run_stage_chunk(context, stage, [uuid.UUID(event_id) for event_id in ids])
+    except Exception as error:
+        # The chunk's shared reads or writes failed (nothing was stored): every event counts an
+        # attempt, and the whole chunk retries while any of them has attempts left.
+        delays = [_count_failure(context, stage, event_id, error) for event_id in ids]
+        waits = [delay for delay in delays if delay is not None]
+        if not waits:
+            return "failed"
+        raise task.retry(countdown=max(waits), exc=error) from error
+    counts: Counter[str] = Counter()
+    for run_id, outcome in outcomes.items():
+        if not isinstance(outcome, Exception):
+            counts[outcome] += 1
+            continue
+        countdown = _count_failure(context, stage, str(run_id), outcome)
+        if countdown is None:
+            counts["failed"] += 1
+            continue
+        # The rest of the chunk goes on; this event's later stages in the chunk find it
+        # behind and skip it, and its own chain resumes at the stage that failed.
+        pipeline_chain(task.app, str(run_id), stage).apply_async(countdown=countdown)
+        counts["retrying"] += 1
+    return ", ".join(f"{name} {count}" for name, count in sorted(counts.items()))
+
+
+def _chunk_size(context: WriteContext) -> int:
+    return context.settings.pipeline_chunk_size
 
 
 def register_pipeline_tasks(app: Celery) -> None:
     """Define the pipeline's tasks on ``app``."""
 
     @app.task(name="ingest.extract", bind=True, shared=False, max_retries=None)
-    def extract(self: Task, event_id: str) -> str:
-        """Stage 1: extraction."""
+    def extract(self: Task, event_id: EventIds) -> str:
+        """Stage 1: extraction (an event id, or a list of one agent's event ids)."""
         return _run_stage(self, "extract", event_id)
 
     @app.task(name="apply.resolve", bind=True, shared=False, max_retries=None)
-    def resolve(self: Task, event_id: str) -> str:
+    def resolve(self: Task, event_id: EventIds) -> str:
         """Stage 2: entity resolution."""
         return _run_stage(self, "resolve", event_id)
 
     @app.task(name="apply.reconcile", bind=True, shared=False, max_retries=None)
-    def reconcile(self: Task, event_id: str) -> str:
+    def reconcile(self: Task, event_id: EventIds) -> str:
         """Stage 3: reconciliation decisions."""
         return _run_stage(self, "reconcile", event_id)
 
     @app.task(name="apply.upsert", bind=True, shared=False, max_retries=None)
-    def upsert(self: Task, event_id: str) -> str:
+    def upsert(self: Task, event_id: EventIds) -> str:
         """Stage 4: apply under the agent's lock."""
         return _run_stage(self, "upsert", event_id)
 
     @app.task(name="ingest.dispatch", bind=True, shared=False, max_retries=None)
     def dispatch(self: Task, event_ids: list[str], start: str = "extract") -> int:
-        """Fan a batch out into one chain per event (keeps the API's batch answer fast)."""
-        for event_id in event_ids:
-            pipeline_chain(self.app, event_id, start).apply_async()
-        return len(event_ids)
+        """Fan a batch out into one chain per (agent, chunk of events) (keeps the API's batch answer fast)."""
+        context = get_write_context(self.app)
+        with context.sessions() as session:
+            chunks = plan_chunks(session, [uuid.UUID(event_id) for event_id in event_ids], _chunk_size(context))
+        for chunk in chunks:
+            pipeline_chain(self.app, [str(event_id) for event_id in chunk], start).apply_async()
+        return len(chunks)
 
     @app.task(name="apply.sweep_stuck_runs", bind=True, shared=False, max_retries=None)
     def sweep_stuck_runs(self: Task, limit: int = 1000) -> int:
@@ -148,9 +209,14 @@ def register_pipeline_tasks(app: Celery) -> None:
                         f"stuck before {run.next_stage}: re-enqueued {run.sweeps - 1} times without progress "
                         "(a worker may be dying on this message)",
                     )
+        groups: dict[tuple[str, str], list[str]] = {}
         for run in stuck:
             if run.sweeps <= settings.pipeline_max_sweeps:
-                pipeline_chain(self.app, str(run.event_id), run.next_stage).apply_async()
+                groups.setdefault((run.agent_id, run.next_stage), []).append(str(run.event_id))
+        size = _chunk_size(context)
+        for (_, stage), ids in groups.items():
+            for offset in range(0, len(ids), size):
+                pipeline_chain(self.app, ids[offset : offset + size], stage).apply_async()
         if stuck:
             logger.warning("sweeper re-enqueued %d stuck runs", len(stuck))
         return len(stuck)

@@ -1,0 +1,227 @@
+"""Chunks of one agent's events (batches, imports, sweeps): same memory, same guarantees, per event."""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from memory_core.cognition.models import ExtractionInput, ExtractionOutput
+from memory_core.cognition.offline import build_offline_write_skills
+from memory_core.cognition.skill import Skill, SkillOutcome
+from memory_core.providers.errors import RetryableProviderError
+from memory_core.settings import Settings
+from memory_core.write.context import WriteContext, build_write_context
+from memory_core.write.intake import IncomingMessage, accept_messages
+from memory_core.write.pipeline import run_extract, run_reconcile, run_resolve, run_stage_chunk, run_upsert
+from memory_core.write.runs import plan_chunks
+from memory_core.write.schemas import STAGES
+from tests.workers.conftest import WritePath, start_write_path
+from tests.workers.memory_queries import MemoryInspector
+from tests.workers.test_consistency import HISTORY, START
+
+RUNS_AND_OUTPUTS = (
+    "SELECT r.event_id, r.status, r.attempts, r.result, o.stage, o.output FROM pipeline_runs r "
+    "LEFT JOIN pipeline_stage_outputs o ON o.event_id = r.event_id WHERE r.agent_id = :a ORDER BY r.event_id, o.stage"
+)
+
+
+@pytest.fixture
+def context(write_settings: Settings) -> Iterator[WriteContext]:
+    """A write context on the test database with the offline skills (stages run in this process)."""
+    built = build_write_context(write_settings)
+    try:
+        yield built
+    finally:
+        built.close()
+
+
+@pytest.fixture
+def memory(write_settings: Settings) -> Iterator[MemoryInspector]:
+    inspector = MemoryInspector(write_settings.database_url)
+    try:
+        yield inspector
+    finally:
+        inspector.close()
+
+
+def _accept(context: WriteContext, agent: str, texts: list[str], days: list[int]) -> list[uuid.UUID]:
+    with context.sessions.begin() as session:
+        accepted = accept_messages(
+            session,
+            agent,
+            [
+                IncomingMessage(message=text, speaker_name="Marina", occurred_at=START + timedelta(days=17 * day))
+                for text, day in zip(texts, days, strict=True)
+            ],
+        )
+    return [item.event_id for item in accepted]
+
+
+def _final_state(memory: MemoryInspector, agent: str) -> tuple[set[tuple[str, str]], set[tuple[str, str, str]]]:
+    facts = {(f["entity_key"], f["fact_text"]) for f in memory.active_facts(agent)}
+    edges = {
+        (r["source_entity_key"], r["rel_type"], r["target_entity_key"])
+        for r in memory.relationships(agent)
+        if r["valid_to"] is None
+    }
+    return facts, edges
+
+
+def test_history_in_random_chunks_ends_in_the_same_memory_as_one_message_at_a_time(
+    context: WriteContext, memory: MemoryInspector
+) -> None:
+    base = f"agent-{uuid.uuid4().hex[:8]}"
+    order = list(range(len(HISTORY)))
+    one_by_one = _accept(context, f"{base}-single", HISTORY, order)
+    for event_id in one_by_one:
+        for stage in (run_extract, run_resolve, run_reconcile, run_upsert):
+            assert stage(context, event_id) == "completed"
+    expected = _final_state(memory, f"{base}-single")
+    assert [t for k, t in expected[0] if k == "person:marina" and "Amsterdam" in t] == ["Marina lives in Amsterdam."]
+    assert ("person:marina", "Marina works at Hooli.") in expected[0]
+
+    for seed in (3, 11):
+        rng = random.Random(seed)
+        agent = f"{base}-chunks{seed}"
+        ids = _accept(context, agent, HISTORY, order)
+        # Chunks that mix old and new statements, processed in an order unrelated to time.
+        rng.shuffle(ids)
+        chunks: list[list[uuid.UUID]] = []
+        while ids:
+            size = rng.randint(1, 9)
+            chunks.append(ids[:size])
+            ids = ids[size:]
+        rng.shuffle(chunks)
+        for chunk in chunks:
+            for stage in STAGES:
+                outcomes = run_stage_chunk(context, stage, chunk)
+                assert set(outcomes.values()) == {"completed"}, outcomes
+        facts, edges = _final_state(memory, agent)
+        assert facts == expected[0], f"seed {seed}: {facts ^ expected[0]}"
+        assert edges == expected[1], f"seed {seed}: {edges ^ expected[1]}"
+        assert {r["status"] for r in memory.rows("SELECT status FROM pipeline_runs WHERE agent_id = :a", a=agent)} == {
+            "done"
+        }
+
+
+def test_running_every_chunk_stage_twice_leaves_the_same_database(
+    context: WriteContext, memory: MemoryInspector
+) -> None:
+    agent = f"agent-{uuid.uuid4().hex[:8]}-twice"
+    texts = [
+        "Eu moro em São Paulo.",
+        "Me mudei para o Rio de Janeiro.",
+        "Meu amigo Guili (Guilherme Maturana) trabalha na Vertix.",
+        "I have a dog named Rex.",
+    ]
+    chunk = _accept(context, agent, texts, [0, 1, 2, 3])
+    for stage in STAGES:
+        assert run_stage_chunk(context, stage, chunk) == dict.fromkeys(chunk, "completed")
+        once, once_runs = memory.snapshot(agent), memory.rows(RUNS_AND_OUTPUTS, a=agent)
+        # A redelivered chunk, then a chain of one for an event of it: nothing happens twice.
+        assert run_stage_chunk(context, stage, list(reversed(chunk))) == dict.fromkeys(chunk, "skipped")
+        assert run_stage_chunk(context, stage, chunk[1:2]) == {chunk[1]: "skipped"}
+        assert memory.snapshot(agent) == once
+        assert memory.rows(RUNS_AND_OUTPUTS, a=agent) == once_runs
+    assert len(memory.all_facts(agent)) == 4
+    assert len(memory.active_facts(agent)) == 3
+    results = memory.rows("SELECT result FROM pipeline_runs WHERE agent_id = :a", a=agent)
+    assert all(row["result"]["success"] for row in results)
+
+
+def test_a_chunk_stage_reports_unknown_and_out_of_turn_events_without_touching_them(
+    context: WriteContext, memory: MemoryInspector
+) -> None:
+    agent = f"agent-{uuid.uuid4().hex[:8]}-turns"
+    first, second = _accept(context, agent, ["I live in Lisbon.", "I work at Acme Corp."], [0, 1])
+    unknown = uuid.uuid4()
+    assert run_stage_chunk(context, "extract", [first]) == {first: "completed"}
+    # ``second`` has not been extracted: resolve skips it and does the other.
+    assert run_stage_chunk(context, "resolve", [first, second, unknown]) == {
+        first: "completed",
+        second: "skipped",
+        unknown: "missing",
+    }
+    statuses = {r["event_id"]: r["status"] for r in memory.rows(RUNS_AND_OUTPUTS, a=agent)}
+    assert statuses == {first: "resolved", second: "received"}
+
+
+def test_events_are_planned_in_chunks_of_one_agent_in_time_order(context: WriteContext) -> None:
+    base = f"agent-{uuid.uuid4().hex[:8]}"
+    days = list(range(40))
+    random.Random(5).shuffle(days)
+    busy = _accept(context, f"{base}-busy", [f"Message {day}." for day in days], days)
+    quiet = _accept(context, f"{base}-quiet", [f"Note {day}." for day in range(5)], list(range(5)))
+    by_day = dict(zip(busy, days, strict=True))
+    with context.sessions() as session:
+        chunks = plan_chunks(session, [*quiet, uuid.uuid4(), *busy], 16)
+    assert sorted(len(chunk) for chunk in chunks) == [5, 13, 13, 14]
+    busy_chunks = [chunk for chunk in chunks if chunk[0] in by_day]
+    assert [by_day[event_id] for chunk in busy_chunks for event_id in chunk] == list(range(40))
+    assert [chunk for chunk in chunks if chunk[0] not in by_day] == [quiet]
+
+
+class FlakyExtraction:
+    """The offline extraction, rate limited on a message containing ``flaky`` for its first ``failures`` calls."""
+
+    def __init__(self, inner: Skill[ExtractionInput, ExtractionOutput], failures: int) -> None:
+        self.inner = inner
+        self.failures = failures
+        self.refused = 0
+
+    @property
+    def name(self) -> str:
+        """The wrapped skill's name."""
+        return self.inner.name
+
+    def run(self, skill_input: ExtractionInput, /) -> SkillOutcome[ExtractionOutput]:
+        """Refuse with a 429 while failures are left, else answer as the offline rules do."""
+        if "flaky" in skill_input.message and self.refused < self.failures:
+            self.refused += 1
+            raise RetryableProviderError("rate limited", provider="test", status_code=429, retry_after_s=0.2)
+        return self.inner.run(skill_input)
+
+
+@pytest.fixture
+def flaky_path(write_settings: Settings) -> Iterator[tuple[WritePath, FlakyExtraction]]:
+    offline = build_offline_write_skills()
+    flaky = FlakyExtraction(offline.extract_informed, failures=2)
+    skills = replace(offline, extract_informed=flaky)
+
+    def factory(own: Settings) -> WriteContext:
+        return build_write_context(own, skills=skills)
+
+    for path in start_write_path(write_settings, factory):
+        yield path, flaky
+
+
+def test_an_event_that_fails_in_a_batch_retries_alone_while_its_chunk_goes_on(
+    flaky_path: tuple[WritePath, FlakyExtraction],
+) -> None:
+    path, flaky = flaky_path
+    texts = [f"My colleague Person{i} works at Company{i}." for i in range(11)]
+    texts.insert(5, "My flaky friend Bruno lives in Recife.")
+    when = datetime(2024, 3, 1, tzinfo=UTC)
+    batch = [
+        {"message": text, "speaker_name": "Rafael", "occurred_at": (when + timedelta(minutes=i)).isoformat()}
+        for i, text in enumerate(texts)
+    ]
+    # Twelve messages: published through ingest.dispatch as one chunk of this agent.
+    response = path.client.post(f"/v1/agents/{path.agent_id}/messages/batch", json={"messages": batch})
+    assert response.status_code == 202, response.text
+    ids = response.json()["event_ids"]
+    assert path.wait(ids, timeout_s=120) == dict.fromkeys(ids, "done")
+    assert flaky.refused == 2
+    attempts = {
+        str(row["event_id"]): row["attempts"]
+        for row in path.memory.rows("SELECT event_id, attempts FROM pipeline_runs WHERE agent_id = :a", a=path.agent_id)
+    }
+    assert attempts == {event_id: (2 if event_id == ids[5] else 0) for event_id in ids}
+    texts_written = [f["fact_text"] for f in path.memory.all_facts(path.agent_id)]
+    assert len(texts_written) == len(set(texts_written)) == 12
+    assert any("Recife" in text for text in texts_written)
