@@ -1,0 +1,305 @@
+"""The checks of ``arandu doctor``: each says whether one part works and, if not, how to fix it.
+
+They talk to the parts directly with the service's settings: PostgreSQL (read-only queries;
+nothing is created or migrated here), the broker (``workers.health``), the workers (a Celery
+``inspect`` broadcast: which worker consumes which queue), Beat (its heartbeat in the broker,
+see ``workers.beat_heartbeat``), Flower (``/healthcheck`` and an authenticated API call) and
+the API (``/readyz``). A part that depends on a broken one is reported as skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import httpx
+from sqlalchemy import Engine, text
+
+from memory_core.db.engine import create_db_engine
+from memory_core.db.migrate import current_revision, head_revision
+from memory_core.settings import Settings
+
+State = Literal["ok", "failed", "skipped", "unknown"]
+QUEUES = ("ingest", "apply", "maintenance")
+# Beat publishes the sweeper every 30 s: three periods of silence means it is not running.
+BEAT_STALE_AFTER_S = 90.0
+_ANY_ADDRESS = {"0.0.0.0", "::", ""}  # noqa: S104 - compared against, never bound
+
+
+@dataclass(frozen=True)
+class Check:
+    """One verdict: the part, its state, what was seen, and what to do about it."""
+
+    name: str
+    state: State
+    detail: str
+    fix: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True unless the part failed or was skipped because another one did."""
+        return self.state in ("ok", "unknown")
+
+
+def _where(engine: Engine) -> str:
+    url = engine.url
+    host = url.host or (url.query.get("host") if url.query else None) or "localhost"
+    return f"{host}{f':{url.port}' if url.port else ''}/{url.database}"
+
+
+def _short(error: BaseException) -> str:
+    message = str(getattr(error, "orig", None) or error).strip().splitlines()
+    return f"{type(error).__name__}: {message[0] if message else ''}"[:300]
+
+
+# ---- Database ----------------------------------------------------------------------------
+
+
+def check_database(settings: Settings) -> list[Check]:
+    """Reachable, pgvector installed, migrations at head, embedding dimension as configured."""
+    engine = create_db_engine(settings, pool_size=1)
+    where = _where(engine)
+    try:
+        try:
+            with engine.connect() as conn:
+                version = conn.execute(text("SHOW server_version")).scalar()
+                has_vector = conn.execute(text("SELECT extversion FROM pg_extension WHERE extname = 'vector'")).scalar()
+                available = conn.execute(text("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")).scalar()
+        except Exception as error:
+            return [
+                Check(
+                    "database",
+                    "failed",
+                    f"cannot connect to {where}: {_short(error)}",
+                    "start PostgreSQL, or set ARANDU_DATABASE_URL to the right server",
+                ),
+                *(
+                    Check(name, "skipped", "database unreachable")
+                    for name in ("pgvector", "migrations", "embedding dimension")
+                ),
+            ]
+        checks = [Check("database", "ok", f"PostgreSQL {version} at {where}")]
+        if has_vector:
+            checks.append(Check("pgvector", "ok", f"extension vector {has_vector}"))
+        elif available:
+            checks.append(
+                Check(
+                    "pgvector",
+                    "failed",
+                    "pgvector is available but not created in this database",
+                    "run `arandu db upgrade` (it creates the extension and the schema)",
+                )
+            )
+        else:
+            checks.append(
+                Check(
+                    "pgvector",
+                    "failed",
+                    f"the server at {where} has no pgvector extension",
+                    "install pgvector on that server, or use the pgvector/pgvector:pg16 image",
+                )
+            )
+        checks.extend(_schema_checks(engine, settings, where))
+        return checks
+    finally:
+        engine.dispose()
+
+
+def _schema_checks(engine: Engine, settings: Settings, where: str) -> list[Check]:
+    head = head_revision()
+    try:
+        revision = current_revision(engine)
+    except Exception as error:
+        return [
+            Check("migrations", "failed", f"cannot read the revision: {_short(error)}", "run `arandu db upgrade`"),
+            Check("embedding dimension", "skipped", "schema unreadable"),
+        ]
+    if revision is None:
+        return [
+            Check("migrations", "failed", f"{where} has no arandu schema", "run `arandu db upgrade`"),
+            Check("embedding dimension", "skipped", "no schema"),
+        ]
+    if revision != head:
+        migrations = Check("migrations", "failed", f"at {revision}, this code needs {head}", "run `arandu db upgrade`")
+    else:
+        migrations = Check("migrations", "ok", f"at {head} (current)")
+    try:
+        with engine.connect() as conn:
+            stored = conn.execute(text("SELECT embedding_dimensions FROM schema_info WHERE id = 1")).scalar()
+    except Exception as error:
+        return [
+            migrations,
+            Check(
+                "embedding dimension", "failed", f"cannot read schema_info: {_short(error)}", "run `arandu db upgrade`"
+            ),
+        ]
+    if stored != settings.dimensions:
+        dimension = Check(
+            "embedding dimension",
+            "failed",
+            f"the database stores {stored}-dimensional vectors, the settings give {settings.dimensions} "
+            f"({settings.embedder.value}, {settings.embedding_model})",
+            "use the embedder the database was built with (ARANDU_EMBEDDING_*), or a new database",
+        )
+    else:
+        dimension = Check(
+            "embedding dimension", "ok", f"{stored} ({settings.embedder.value}, {settings.embedding_model})"
+        )
+    return [migrations, dimension]
+
+
+# ---- Broker, workers, Beat -----------------------------------------------------------------
+
+
+def check_broker(settings: Settings) -> Check:
+    """The broker accepts a connection and answers a round trip."""
+    from workers.health import check_broker as ping_broker
+
+    where = _broker_label(settings.broker_url)
+    try:
+        ping_broker(settings, timeout_s=3.0)
+    except Exception as error:
+        return Check(
+            "broker",
+            "failed",
+            f"cannot reach {where}: {_short(error)}",
+            "start Redis (or RabbitMQ), or set ARANDU_BROKER_URL to the right server",
+        )
+    return Check("broker", "ok", f"answers at {where}")
+
+
+def _broker_label(url: str) -> str:
+    # Credentials stay out of the report.
+    scheme, _, rest = url.partition("://")
+    return f"{scheme}://{rest.rpartition('@')[2]}"
+
+
+def check_workers(settings: Settings, timeout_s: float = 3.0) -> list[Check]:
+    """A live worker on each queue: the workers that answer an ``inspect`` broadcast and what they consume."""
+    from workers.celery_app import create_celery_app
+
+    app = create_celery_app(settings)
+    try:
+        replies: dict[str, Any] = app.control.inspect(timeout=timeout_s).active_queues() or {}
+    except Exception as error:
+        return [
+            Check(f"worker {queue}", "failed", f"cannot ask the workers: {_short(error)}", "check the broker first")
+            for queue in QUEUES
+        ]
+    finally:
+        app.close()
+    consuming: dict[str, list[str]] = {queue: [] for queue in QUEUES}
+    for worker, queues in replies.items():
+        for queue in queues or []:
+            name = queue.get("name") if isinstance(queue, dict) else None
+            if name in consuming:
+                consuming[name].append(worker)
+    checks = []
+    for queue, workers in consuming.items():
+        if workers:
+            checks.append(Check(f"worker {queue}", "ok", f"{len(workers)} answering: {', '.join(sorted(workers))}"))
+        else:
+            checks.append(
+                Check(
+                    f"worker {queue}",
+                    "failed",
+                    f"no worker consumes the {queue} queue (none answered in {timeout_s:g} s)",
+                    f"start one: python -m workers worker --queue {queue}",
+                )
+            )
+    return checks
+
+
+def check_beat(settings: Settings, now: float | None = None) -> Check:
+    """Beat published a scheduled task recently (or started recently and has none due yet)."""
+    from workers.beat_heartbeat import read_heartbeat
+
+    fix = "start Beat (exactly one per deployment): python -m workers beat"
+    try:
+        beat = read_heartbeat(settings)
+    except NotImplementedError as error:
+        return Check("beat", "unknown", f"cannot tell: {error}")
+    except Exception as error:
+        return Check("beat", "failed", f"cannot read its heartbeat: {_short(error)}", "check the broker first")
+    if beat is None:
+        return Check("beat", "failed", "Beat never ran against this broker (no heartbeat)", fix)
+    age = beat.age_s(now)
+    where = f"{beat.host or '?'} pid {beat.pid or '?'}"
+    if age is None or age > BEAT_STALE_AFTER_S:
+        return Check("beat", "failed", f"last sign of life {age:.0f} s ago ({where}): Beat is not running", fix)
+    if beat.published_at is None:
+        return Check("beat", "ok", f"started {age:.0f} s ago on {where}; its first task is due within 30 s")
+    return Check("beat", "ok", f"published {beat.task} {age:.0f} s ago ({where})")
+
+
+# ---- Flower and the API -------------------------------------------------------------------
+
+
+def flower_url(settings: Settings) -> str:
+    """Where Flower listens, as a URL this machine can reach."""
+    host = "127.0.0.1" if settings.flower_host in _ANY_ADDRESS else settings.flower_host
+    return f"http://{host}:{settings.flower_port}"
+
+
+def check_flower(settings: Settings, url: str | None = None) -> Check:
+    """Flower answers its health check and accepts the configured basic-auth credentials."""
+    base = (url or flower_url(settings)).rstrip("/")
+    fix = "start it: python -m workers flower (with ARANDU_FLOWER_PASSWORD set)"
+    try:
+        health = httpx.get(f"{base}/healthcheck", timeout=5)
+    except httpx.HTTPError as error:
+        return Check("flower", "failed", f"no answer at {base}: {_short(error)}", fix)
+    if health.status_code != 200 or health.text.strip() != "OK":
+        return Check("flower", "failed", f"{base}/healthcheck answered {health.status_code}", fix)
+    if settings.flower_password is None:
+        return Check("flower", "ok", f"up at {base} (ARANDU_FLOWER_PASSWORD not set here: login not checked)")
+    auth = (settings.flower_user, settings.flower_password.get_secret_value())
+    try:
+        workers = httpx.get(f"{base}/api/workers", auth=auth, timeout=10)
+    except httpx.HTTPError as error:
+        return Check("flower", "failed", f"{base}/api/workers: {_short(error)}", fix)
+    if workers.status_code == 401:
+        return Check(
+            "flower",
+            "failed",
+            f"{base} refuses ARANDU_FLOWER_USER / ARANDU_FLOWER_PASSWORD",
+            "use the credentials Flower was started with",
+        )
+    if workers.status_code != 200:
+        return Check("flower", "failed", f"{base}/api/workers answered {workers.status_code}", fix)
+    return Check("flower", "ok", f"up at {base}, login accepted")
+
+
+def check_api(url: str, api_key: str | None) -> Check:
+    """The API answers ``/readyz`` (its own view of the database and broker)."""
+    from arandu_client import AranduClient, TransportError
+
+    fix = "start it: python -m api (or set --url / ARANDU_URL)"
+    try:
+        with AranduClient(url, api_key, timeout=10) as client:
+            ready = client.ready()
+    except TransportError as error:
+        return Check("api", "failed", f"no answer at {url}: {error}", fix)
+    except Exception as error:
+        return Check("api", "failed", f"{url}: {_short(error)}", fix)
+    if not ready.ready:
+        broken = ", ".join(f"{name} {state}" for name, state in ready.checks.items() if state != "ok")
+        return Check("api", "failed", f"{url} is up but not ready: {broken}", "fix the parts it names")
+    return Check("api", "ok", f"ready at {url}")
+
+
+def run_checks(settings: Settings, api_url: str, api_key: str | None, flower: str | None = None) -> list[Check]:
+    """Every check, in dependency order; a part behind a broken one is skipped, not blamed."""
+    checks = check_database(settings)
+    broker = check_broker(settings)
+    checks.append(broker)
+    if broker.state == "ok":
+        checks.extend(check_workers(settings))
+        checks.append(check_beat(settings))
+    else:
+        checks.extend(Check(f"worker {queue}", "skipped", "broker unreachable") for queue in QUEUES)
+        checks.append(Check("beat", "skipped", "broker unreachable"))
+    steps: list[Callable[[], Check]] = [lambda: check_flower(settings, flower), lambda: check_api(api_url, api_key)]
+    checks.extend(step() for step in steps)
+    return checks

@@ -1,0 +1,62 @@
+"""``arandu events show ID`` and ``arandu events retry ID``: one message's processing."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from arandu_cli.output import console, emit_json, table, when
+from arandu_cli.target import connected
+
+events = typer.Typer(help="A message's processing: show it, retry it.", no_args_is_help=True)
+
+
+@events.command("show")
+def show(
+    ctx: typer.Context,
+    event_id: Annotated[str, typer.Argument(help="The event id (from a 202 answer or an import's failures).")],
+    agent: Annotated[str | None, typer.Option("--agent", "-a", help="Only if it belongs to this agent.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the event as JSON.")] = False,
+) -> None:
+    """Status, stage, attempts, last error and result of one event."""
+    with connected(ctx.obj) as client:
+        status = client.event(event_id, agent_id=agent)
+    if as_json:
+        emit_json(status)
+        return
+    rows: list[list[Any]] = [
+        ["event", status.event_id],
+        ["agent", status.agent_id],
+        ["status", status.status],
+        ["stage", status.stage],
+        ["attempts", status.attempts],
+        ["error", status.error],
+        ["message id", status.message_id],
+        ["import", status.import_id],
+        ["occurred at", when(status.occurred_at)],
+        ["received at", when(status.created_at)],
+        ["finished at", when(status.finished_at)],
+    ]
+    if status.result:
+        written = {key: len(value) for key, value in status.result.items() if isinstance(value, list)}
+        rows.append(["result", ", ".join(f"{key} {count}" for key, count in written.items()) or "-"])
+    console.print(table(None, ["field", "value"], rows))
+
+
+@events.command("retry")
+def retry(
+    ctx: typer.Context,
+    event_id: Annotated[str, typer.Argument(help="A failed event (or a done one, with --from-scratch).")],
+    from_scratch: Annotated[
+        bool, typer.Option("--from-scratch", help="Re-process a done event from the event log (after a model change).")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the answer as JSON.")] = False,
+) -> None:
+    """Run a failed event's pipeline again (exit 6 when it is not failed)."""
+    with connected(ctx.obj) as client:
+        accepted = client.retry_event(event_id, from_scratch=from_scratch)
+    if as_json:
+        emit_json(accepted)
+        return
+    console.print(f"event {accepted.event_id} queued again from stage {accepted.start_stage}", markup=False)
