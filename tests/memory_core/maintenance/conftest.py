@@ -70,6 +70,10 @@ class ClockedContext(MaintenanceContext):
 class JobMemory(MemoryBuilder):
     """:class:`MemoryBuilder` plus the bookkeeping columns the jobs read."""
 
+    def execute(self, sql: str, **params: Any) -> None:
+        """Run one statement and commit it (``:agent`` is this builder's agent unless given)."""
+        self._run(sql, {"agent": self.agent_id, **params})
+
     def update_fact(self, fact_id: str, **columns: Any) -> None:
         """Set columns of one fact of this agent (retrieval counts, corrections, dates...)."""
         assignments = ", ".join(f"{name} = :{name}" for name in columns)
