@@ -7,8 +7,10 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from memory_core.cognition.instrumented import instrument_skills
 from memory_core.maintenance.context import MaintenanceContext, build_maintenance_context
 from memory_core.settings import Settings
+from workers.task_metrics import ledger_for
 
 # A job runs alone in its prefork child, so a small pool is enough (plus as many overflow):
 # every child of every maintenance worker holds one, and they all count against the server.
@@ -41,5 +43,9 @@ def get_maintenance_context(app: Any) -> MaintenanceContext:
             getattr(app, "arandu_maintenance_context_factory", None) or default_maintenance_context
         )
         context = factory(app.arandu_settings)
+        ledger = ledger_for(app)
+        if ledger is not None:
+            # Count skill calls and tokens by skill for /metrics.
+            context.skills = instrument_skills(context.skills, ledger)
         app._arandu_maintenance_context = (pid, context)
     return context
