@@ -1,78 +1,86 @@
 """``arandu jobs run JOB --agent ID`` and ``arandu jobs list --agent ID``: the maintenance jobs.
 
-Jobs (clustering, consolidation, importance, profiles...) run on the ``maintenance`` queue;
-``run`` asks for one now (``202`` with the run's id), ``list`` shows the agent's recent runs.
+Jobs (importance, summaries, profiles, clustering, communities, consolidation, memify,
+emotional_trends) run on the ``maintenance`` queue; ``run`` queues one now (``--wait``
+follows it to the end), ``list`` shows the agent's recent runs, Beat's and the API's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
-from pydantic import BaseModel
 
 from arandu_cli.exit_codes import ExitCode
-from arandu_cli.output import console, emit_json, fail, table
+from arandu_cli.output import console, emit_json, fail, table, when
 from arandu_cli.target import connected
-from arandu_client import AranduClient
+from arandu_client import JobRun, WaitTimeoutError
 
 jobs = typer.Typer(help="Maintenance jobs: run one now, list recent runs.", no_args_is_help=True)
 
 Agent = Annotated[str, typer.Option("--agent", "-a", help="The agent whose memory the job works on.")]
 AsJson = Annotated[bool, typer.Option("--json", help="Print the answer as JSON.")]
-_COLUMNS = ("job_run_id", "job", "status", "trigger", "created_at", "finished_at", "error")
 
 
-def _method(client: AranduClient, name: str) -> Callable[..., Any]:
-    method = getattr(client, name, None)
-    if method is None:  # an arandu_client older than the jobs endpoints
-        fail(f"this arandu_client has no {name}(): upgrade the package to use `arandu jobs`")
-        raise typer.Exit(ExitCode.UNAVAILABLE)
-    return method  # type: ignore[no-any-return]
+def _duration(run: JobRun) -> str:
+    return "-" if run.duration_ms is None else f"{run.duration_ms / 1000:.1f} s"
 
 
-def _plain(value: Any) -> Any:
-    return value.model_dump(mode="json") if isinstance(value, BaseModel) else value
-
-
-def _runs(answer: Any) -> list[dict[str, Any]]:
-    plain = _plain(answer)
-    if isinstance(plain, dict):
-        for key in ("runs", "jobs", "job_runs", "items"):
-            if isinstance(plain.get(key), list):
-                return [_plain(item) for item in plain[key]]
-    if isinstance(plain, list):
-        return [_plain(item) for item in plain]
-    return []
+def _outcome(run: JobRun) -> str:
+    if run.error:
+        return run.error
+    if not run.result:
+        return "-"
+    return ", ".join(f"{key} {value}" for key, value in run.result.items() if isinstance(value, int | float | str))
 
 
 @jobs.command("run")
 def run_job(
     ctx: typer.Context,
-    job: Annotated[str, typer.Argument(help="The job's name (e.g. importance, clustering, consolidation).")],
+    job: Annotated[str, typer.Argument(help="The job's name (importance, summaries, clustering...).")],
     agent: Agent,
+    wait: Annotated[bool, typer.Option("--wait", help="Follow the run until it is done, failed or skipped.")] = False,
+    timeout: Annotated[float, typer.Option("--timeout", min=1, help="Seconds --wait waits at most.")] = 600,
     as_json: AsJson = False,
 ) -> None:
-    """Queue JOB for the agent now; prints the run id to follow with `arandu jobs list`."""
+    """Queue JOB for the agent now (exit 6 if it is already queued or running)."""
     with connected(ctx.obj) as client:
-        accepted = _plain(_method(client, "run_job")(agent, job))
+        accepted = client.run_job(agent, job)
+        if not wait:
+            if as_json:
+                emit_json(accepted)
+            else:
+                console.print(f"job {job} queued for agent {agent}: run {accepted.job_run_id}", markup=False)
+            return
+        try:
+            run = client.wait_for_job(agent, accepted.job_run_id, timeout=timeout)
+        except WaitTimeoutError as error:
+            fail(str(error))
+            raise typer.Exit(ExitCode.TIMEOUT) from None
     if as_json:
-        emit_json(accepted)
-        return
-    run_id = accepted.get("job_run_id") if isinstance(accepted, dict) else accepted
-    console.print(f"job {job} queued for agent {agent}: run {run_id}", markup=False)
+        emit_json(run)
+    else:
+        console.print(f"job {job} for agent {agent}: {run.status} in {_duration(run)} ({_outcome(run)})", markup=False)
+    if run.status == "failed":
+        raise typer.Exit(ExitCode.FAILED)
 
 
 @jobs.command("list")
-def list_jobs(ctx: typer.Context, agent: Agent, as_json: AsJson = False) -> None:
-    """The agent's recent job runs with their status."""
+def list_jobs(
+    ctx: typer.Context,
+    agent: Agent,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=500, help="How many recent runs.")] = 50,
+    as_json: AsJson = False,
+) -> None:
+    """The agent's most recent job runs, newest first."""
     with connected(ctx.obj) as client:
-        answer = _plain(_method(client, "list_jobs")(agent))
+        page = client.list_jobs(agent, limit=limit)
     if as_json:
-        emit_json(answer)
+        emit_json(page)
         return
-    runs = _runs(answer)
-    columns = [name for name in _COLUMNS if any(name in run for run in runs)] or list(_COLUMNS[:3])
-    rows = [[run.get(name) for name in columns] for run in runs]
-    console.print(table(f"{len(runs)} job run(s) of agent {agent}", columns, rows))
+    rows: list[list[Any]] = [
+        [run.job_run_id, run.job, run.status, run.trigger, when(run.created_at), _duration(run), _outcome(run)]
+        for run in page.runs
+    ]
+    columns = ["run id", "job", "status", "trigger", "queued at", "took", "result"]
+    console.print(table(f"{len(page.runs)} job run(s) of agent {agent}", columns, rows))

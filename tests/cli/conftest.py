@@ -1,4 +1,4 @@
-"""A served API with a real Celery worker, and a way to run ``arandu`` commands against it."""
+"""A served API with a real Celery worker (all three queues), and a way to run ``arandu`` commands against it."""
 
 from __future__ import annotations
 
@@ -93,7 +93,8 @@ def cli_stack(
     own: Settings = app.arandu_settings  # type: ignore[attr-defined]
     engine = create_engine(migrated_database_url)
     try:
-        with running_worker(app, concurrency=4), serve_api(own) as base_url:
+        queues = ("ingest", "apply", "maintenance")
+        with running_worker(app, concurrency=4, queues=queues), serve_api(own) as base_url:
             yield CliStack(base_url, own, engine)
     finally:
         engine.dispose()

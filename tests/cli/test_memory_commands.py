@@ -1,4 +1,4 @@
-"""``arandu retrieve``, ``events``, ``facts`` and ``entities`` against a served API, and their exit codes."""
+"""``arandu retrieve``, ``events``, ``facts``, ``entities`` and ``jobs`` against a served API, and exit codes."""
 
 from __future__ import annotations
 
@@ -143,3 +143,27 @@ def test_exit_codes_for_a_wrong_key_an_unreachable_api_and_bad_input(
     missing = cli_stack.run(["import", str(tmp_path / "nope.ndjson"), "--agent", remembered.agent])
     assert missing.exit_code == ExitCode.USAGE
     assert "no such file" in missing.stderr
+
+
+def test_jobs_run_and_list(cli_stack: CliStack, remembered: Remembered) -> None:
+    ran = cli_stack.run(["jobs", "run", "importance", "--agent", remembered.agent, "--wait", "--json"])
+
+    assert ran.exit_code == 0, ran.output
+    run = json.loads(ran.stdout)
+    assert (run["job"], run["status"], run["trigger"]) == ("importance", "done", "api")
+    assert run["result"]["entities_scored"] >= 1
+
+    listed = cli_stack.run(["jobs", "list", "--agent", remembered.agent, "--json"])
+    assert listed.exit_code == 0, listed.output
+    assert run["job_run_id"] in [item["job_run_id"] for item in json.loads(listed.stdout)["runs"]]
+    human = cli_stack.run(["jobs", "list", "--agent", remembered.agent])
+    assert run["job_run_id"] in human.stdout
+    assert "importance" in human.stdout
+
+    queued = cli_stack.run(["jobs", "run", "summaries", "--agent", remembered.agent])
+    assert queued.exit_code == 0, queued.output
+    assert "job summaries queued" in queued.stdout
+
+    unknown = cli_stack.run(["jobs", "run", "defragment", "--agent", remembered.agent])
+    assert unknown.exit_code == ExitCode.NOT_FOUND
+    assert "importance" in unknown.stderr  # the message lists the valid jobs
