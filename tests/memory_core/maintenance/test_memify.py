@@ -178,7 +178,7 @@ def test_episodic_facts_are_distilled_into_one_semantic_observation_updated_in_p
     assert sorted(observation.supporting_fact_ids) == sorted(first_three)
     assert observation.is_active
     assert observation.embedded
-    assert [fact.text for fact in distiller.calls[0].facts][0] == "Rafael went to a JavaScript meetup"
+    assert distiller.calls[0].facts[0].text == "Rafael went to a JavaScript meetup"
 
     unchanged = run_job(context, memory.agent_id, "memify")
     assert unchanged["observations_created"] == 0
