@@ -8,7 +8,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -16,8 +16,7 @@ from typing import Any
 from celery import Celery
 from sqlalchemy import create_engine, text
 
-from memory_core.cognition.maintenance_skills import MaintenanceSkills
-from memory_core.cognition.skill import SkillOutcome
+from memory_core.cognition.maintenance_skills import build_offline_maintenance_skills
 from memory_core.config import MemoryConfig
 from memory_core.db.migrate import upgrade
 from memory_core.maintenance.context import MaintenanceContext, build_maintenance_context
@@ -74,38 +73,18 @@ def remember(settings: Settings, agent_id: str, messages: Sequence[str], *, spea
     return [str(item.event_id) for item in accepted]
 
 
-class NoSkill:
-    """A skill slot these tests never reach (they run importance, which is pure SQL): calling it fails."""
-
-    def __init__(self, name: str) -> None:
-        self._name = name
-
-    @property
-    def name(self) -> str:
-        """Skill name."""
-        return self._name
-
-    def run(self, skill_input: Any, /) -> SkillOutcome[Any]:
-        """Fail loudly: a wiring test must not depend on a skill."""
-        raise AssertionError(f"{self._name} was called with {skill_input!r}")
-
-
-def no_skills() -> MaintenanceSkills:
-    """A bundle of :class:`NoSkill` slots."""
-    slots = [item.name for item in fields(MaintenanceSkills) if item.name != "kind"]
-    return MaintenanceSkills(kind="offline", **{slot: NoSkill(slot) for slot in slots})
-
-
 @dataclass
 class CountingFactory:
-    """The maintenance-context factory of a test app (hashing embeddings, no skills); counts its calls."""
+    """The maintenance-context factory of a test app (offline skills, hashing embeddings); counts its calls."""
 
     calls: int = 0
     built: list[MaintenanceContext] = field(default_factory=list)
 
     def __call__(self, settings: Settings) -> MaintenanceContext:
         self.calls += 1
-        context = build_maintenance_context(settings, skills=no_skills(), embedder=HashingEmbedder(384), pool_size=2)
+        context = build_maintenance_context(
+            settings, skills=build_offline_maintenance_skills(), embedder=HashingEmbedder(384), pool_size=2
+        )
         self.built.append(context)
         return context
 

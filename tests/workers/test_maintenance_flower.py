@@ -1,6 +1,7 @@
 """Flower (``python -m workers flower``) on loopback against the test broker: basic auth, and a
-maintenance job triggered through the API visible both in Flower's ``/api/tasks`` and in the
-jobs endpoint, under the same id."""
+maintenance job triggered through the API, run by a real ``python -m workers worker --queue
+maintenance`` (prefork pool, default context), visible both in Flower's ``/api/tasks`` and in
+the jobs endpoint under the same id."""
 
 from __future__ import annotations
 
@@ -18,40 +19,57 @@ from memory_core.settings import Settings
 from tests.support.api_server import auth_headers, serve_api
 from tests.support.processes import PROJECT_ROOT, service_env
 from tests.support.services import TestServices, free_port
-from tests.support.workers import running_worker
 from tests.workers.maintenance_support import jobs_settings, maintenance_app, new_agent, remember
 
 FLOWER_USER = "ops"
 FLOWER_PASSWORD = "flower-test-secret"
 
 
-@contextmanager
-def running_flower(settings: Settings, home: Path) -> Iterator[str]:
-    """``python -m workers flower`` on a free loopback port; its base URL once /healthcheck answers."""
-    port = free_port()
-    env = service_env(
+def _env(settings: Settings, home: Path, **extra: str | int) -> dict[str, str]:
+    return service_env(
         database_url=settings.database_url,
         broker_url=settings.broker_url,
         broker_key_prefix=settings.broker_key_prefix,
         home=home,
         embedding_dimensions=384,
+        log_level="WARNING",
+        **extra,
+    )
+
+
+@contextmanager
+def _process(args: list[str], env: dict[str, str], log_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """Run ``python -m <args>``; SIGTERM (a warm shutdown for a worker) when the block ends."""
+    log = log_path.open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", *args], cwd=PROJECT_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+    )
+    try:
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+
+
+@contextmanager
+def running_flower(settings: Settings, home: Path) -> Iterator[str]:
+    """``python -m workers flower`` on a free loopback port; its base URL once /healthcheck answers."""
+    port = free_port()
+    env = _env(
+        settings,
+        home,
         flower_host="127.0.0.1",
         flower_port=port,
         flower_user=FLOWER_USER,
         flower_password=FLOWER_PASSWORD,
-        log_level="WARNING",
-    )
-    log = (home / "flower.log").open("w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "workers", "flower"],
-        cwd=PROJECT_ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
     )
     base_url = f"http://127.0.0.1:{port}"
-    try:
+    with _process(["workers", "flower"], env, home / "flower.log") as proc:
         deadline = time.monotonic() + 60
         while True:
             assert proc.poll() is None, f"flower exited: {(home / 'flower.log').read_text()}"
@@ -63,17 +81,9 @@ def running_flower(settings: Settings, home: Path) -> Iterator[str]:
             assert time.monotonic() < deadline, "flower did not answer /healthcheck in 60 s"
             time.sleep(0.2)
         yield base_url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
 
 
-def _flower_task(flower: str, task_id: str, timeout_s: float = 60) -> dict[str, Any]:
+def _flower_task(flower: str, task_id: str, timeout_s: float = 120) -> dict[str, Any]:
     """The task as Flower's REST API lists it, once Flower has seen it succeed."""
     deadline = time.monotonic() + timeout_s
     seen: dict[str, Any] = {}
@@ -98,6 +108,8 @@ def test_flower_requires_credentials_and_shows_a_job_triggered_through_the_api(
     settings = jobs_settings(services, tmp_path)
     agent = new_agent("flower")
     remember(settings, agent, ["I live in Lisbon.", "My sister Julia is a doctor."])
+    # The app only fixes the private queue prefix; Flower, the worker and the API are real processes
+    # (the API in this one) reading it from their settings.
     with maintenance_app(settings) as (app, _):
         own: Settings = app.arandu_settings  # type: ignore[attr-defined]
         with running_flower(own, tmp_path) as flower:
@@ -111,8 +123,9 @@ def test_flower_requires_credentials_and_shows_a_job_triggered_through_the_api(
             assert metrics.status_code == 200
             assert "flower_" in metrics.text
 
+            worker_env = _env(own, tmp_path, maintenance_concurrency=1)
             with (
-                running_worker(app, concurrency=1, queues=("maintenance",)),
+                _process(["workers", "worker", "--queue", "maintenance"], worker_env, tmp_path / "worker.log"),
                 serve_api(own) as api,
                 httpx.Client(base_url=api, headers=auth_headers(), timeout=30) as http,
             ):
@@ -122,10 +135,10 @@ def test_flower_requires_credentials_and_shows_a_job_triggered_through_the_api(
 
                 task = _flower_task(flower, run_id)
                 assert task["name"] == "maintenance.importance"
+                assert task["worker"].startswith("maintenance@")
                 assert run_id in str(task["args"])
                 assert task["runtime"] is not None
                 assert task["runtime"] > 0
-                assert task["worker"]
 
                 [run] = http.get(f"/v1/agents/{agent}/jobs").json()["runs"]
                 assert run["job_run_id"] == run_id

@@ -187,6 +187,18 @@ def test_a_job_that_raises_fails_only_its_own_run(services: TestServices, tmp_pa
                 assert run["status"] == "done"
                 assert run["result"]["entities_scored"] >= 2
 
+            # Other jobs of the same agent are unaffected (real offline skills).
+            fan_out(app, "summaries")
+            fan_out(app, "profiles")
+            for agent in (healthy, broken, also_healthy):
+                for job in ("summaries", "profiles"):
+                    [run] = runs.wait_finished(agent, job)
+                    assert run["status"] == "done", run
+            [summaries] = runs.of(broken, "summaries")
+            assert summaries["result"]["summaries_refreshed"] >= 1
+            [profiles] = runs.of(broken, "profiles")
+            assert profiles["result"]["profiles_updated"] >= 1
+
             # The failed run released its guard: the job runs again once fixed, with no new events
             # needed (only a successful run counts as "up to date").
             del job_overrides(app)["importance"]
