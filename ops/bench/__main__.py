@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from ops.bench.common import install_stop_signals
 
@@ -56,6 +57,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     retrieve.add_argument("--no-record", action="store_true", help="print the figures without appending to RESULTS.md")
     retrieve.add_argument(
+        "--reuse-home",
+        type=Path,
+        metavar="PATH",
+        help="measure on the dataset of a home an earlier --keep-home run left (no load; never removed)",
+    )
+    retrieve.add_argument(
         "--env",
         action="append",
         default=[],
@@ -79,6 +86,18 @@ def main(argv: list[str] | None = None) -> int:
         "--keep-home", action="store_true", help="keep the temporary ARANDU_HOME (logs, database) for diagnosis"
     )
     locomo.add_argument("--no-record", action="store_true", help="print the figures without appending to RESULTS.md")
+    maintenance = sub.add_parser(
+        "maintenance",
+        help="one full maintenance cycle (every job) for 100 agents x 1,000 facts, offline skills",
+        description="Maintenance benchmark of the real stack; appends its figures to ops/bench/RESULTS.md.",
+    )
+    maintenance.add_argument("--quick", action="store_true", help="10 agents x 200 facts (smoke run)")
+    maintenance.add_argument(
+        "--keep-home", action="store_true", help="keep the temporary ARANDU_HOME (logs, database) for diagnosis"
+    )
+    maintenance.add_argument(
+        "--no-record", action="store_true", help="print the figures without appending to RESULTS.md"
+    )
     args = parser.parse_args(argv)
     raw_args = list(sys.argv[1:] if argv is None else argv)
 
@@ -100,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         return run_retrieve_benchmark(
             quick=args.quick,
             keep_home=args.keep_home,
+            reuse_home=args.reuse_home,
             record=not args.no_record,
             argv=raw_args[1:],
             env=dict(args.env),
@@ -113,6 +133,12 @@ def main(argv: list[str] | None = None) -> int:
             keep_home=args.keep_home,
             record=not args.no_record,
             argv=raw_args[1:],
+        )
+    if args.benchmark == "maintenance":
+        from ops.bench.maintenance import run_maintenance_benchmark
+
+        return run_maintenance_benchmark(
+            quick=args.quick, keep_home=args.keep_home, record=not args.no_record, argv=raw_args[1:]
         )
     return 2  # pragma: no cover - argparse refuses unknown benchmarks
 
