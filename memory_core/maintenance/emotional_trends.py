@@ -51,10 +51,47 @@ NEUTRAL = "neutral"
 DEFAULT_INTENSITY = 0.5
 
 _PLEASANT = frozenset(
-    ["joy", "happiness", "love", "gratitude", "excitement", "pride", "calm", "relief", "contentment", "hope", "amusement", "admiration", "enthusiasm", "satisfaction", "serenity", "affection", "optimism"]
+    [
+        "joy",
+        "happiness",
+        "love",
+        "gratitude",
+        "excitement",
+        "pride",
+        "calm",
+        "relief",
+        "contentment",
+        "hope",
+        "amusement",
+        "admiration",
+        "enthusiasm",
+        "satisfaction",
+        "serenity",
+        "affection",
+        "optimism",
+    ]
 )
 _UNPLEASANT = frozenset(
-    ["sadness", "anger", "fear", "anxiety", "frustration", "tiredness", "disgust", "shame", "guilt", "loneliness", "stress", "grief", "disappointment", "irritation", "worry", "boredom", "nervousness", "exhaustion"]
+    [
+        "sadness",
+        "anger",
+        "fear",
+        "anxiety",
+        "frustration",
+        "tiredness",
+        "disgust",
+        "shame",
+        "guilt",
+        "loneliness",
+        "stress",
+        "grief",
+        "disappointment",
+        "irritation",
+        "worry",
+        "boredom",
+        "nervousness",
+        "exhaustion",
+    ]
 )
 
 _EVENTS_SQL = text(
