@@ -13,6 +13,7 @@ from memory_core.config import MemoryConfig
 from memory_core.db.engine import create_db_engine, create_session_factory
 from memory_core.providers.factory import build_embedding_provider, build_llm_provider
 from memory_core.providers.protocols import EmbeddingProvider, LLMProvider
+from memory_core.read.bookkeeping import RetrievalBookkeeper
 from memory_core.read.rerank import LLMRerankSkill, RerankInput, RerankOutput
 from memory_core.settings import Settings
 
@@ -34,10 +35,23 @@ class ReadContext:
     base_config: MemoryConfig
     llm: LLMProvider | None = None
     reranker: Skill[RerankInput, RerankOutput] | None = None
+    bookkeeper: RetrievalBookkeeper | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        if self.bookkeeper is None:
+            self.bookkeeper = RetrievalBookkeeper(
+                self.sessions, flush_interval_s=self.settings.retrieval_bookkeeping_flush_s
+            )
+
+    def flush_bookkeeping(self) -> bool:
+        """Write the queued retrieval counters now (they are otherwise written in the background)."""
+        return self.bookkeeper.flush() if self.bookkeeper is not None else True
+
     def close(self) -> None:
-        """Release the database pool."""
+        """Write the queued retrieval counters, then release the database pool."""
+        if self.bookkeeper is not None:
+            self.bookkeeper.close()
         self.engine.dispose()
 
 

@@ -8,7 +8,8 @@ Transactions and calls, in order:
    (one statement), 1-hop expansion, the three signals (one statement), relevant events,
    spreading activation and context extras. Merge and rank run in between, in Python.
 4. The reranker, after that transaction ended (never hold a transaction across an LLM call).
-5. Compression (pure), then retrieval bookkeeping in its own short write transaction.
+5. Compression (pure), then retrieval bookkeeping: the returned ids are queued and a background
+   thread writes the counters in batches (:mod:`memory_core.read.bookkeeping`).
 
 Fail-safe (seeds "Filosofia de Design"): bad input raises (:class:`RetrievalRequestError`, or
 :class:`~memory_core.config.ConfigOverrideError` for overrides, both ``ValueError``); anything
@@ -31,7 +32,7 @@ from sqlalchemy.orm import Session
 
 from memory_core.config import MemoryConfig, apply_overrides
 from memory_core.errors import RetrievalError
-from memory_core.read.bookkeeping import record_retrievals
+from memory_core.read.agent_index import agent_indexes
 from memory_core.read.compress import (
     CompressedContext,
     ContextEvent,
@@ -178,8 +179,14 @@ def _optional(run: _Run, session: Session, *, stage: str, consequence: str, work
         run.timed(stage, started)
 
 
-# Sent as one simple-protocol message (no parameters): one round trip for both settings.
-_BEGIN_READ = text(f"SET TRANSACTION READ ONLY; SET LOCAL statement_timeout = {int(READ_STATEMENT_TIMEOUT_MS)}")
+# Bitmaps of a large agent's keyword or graph matches stay exact (not lossy) within this memory.
+READ_WORK_MEM = "32MB"
+
+# Sent as one simple-protocol message (no parameters): one round trip for every setting.
+_BEGIN_READ = text(
+    f"SET TRANSACTION READ ONLY; SET LOCAL statement_timeout = {int(READ_STATEMENT_TIMEOUT_MS)}; "
+    f"SET LOCAL work_mem = '{READ_WORK_MEM}'"
+)
 
 
 def _begin_read(session: Session) -> None:
@@ -205,6 +212,11 @@ def _read(run: _Run, session: Session, vector: list[float] | None) -> _ReadOutco
     _begin_read(session)
 
     started = time.perf_counter()
+    # An agent with a vector index of its own is searched through it whatever its size: its
+    # facts need not be counted (a bounded scan of up to 20,000 index entries otherwise).
+    threshold = run.ctx.settings.retrieval_agent_index_min_facts
+    indexed = vector is not None and threshold > 0 and agent_indexes.has_index(session, run.agent_id)
+    count_cap = 0 if indexed else max(EXACT_SCAN_MAX_FACTS, threshold) + 1
     qctx = resolve_query_context(
         session,
         run.agent_id,
@@ -212,7 +224,7 @@ def _read(run: _Run, session: Session, vector: list[float] | None) -> _ReadOutco
         entity_keys=run.entity_keys,
         candidate_prefixes=run.plan.candidate_prefixes,
         window=run.window,
-        count_cap=EXACT_SCAN_MAX_FACTS + 1,
+        count_cap=count_cap,
     )
     run.timed("entities", started)
     outcome.query_context = qctx
@@ -247,6 +259,7 @@ def _read(run: _Run, session: Session, vector: list[float] | None) -> _ReadOutco
         filter_keys=qctx.entity_filter.keys if qctx.entity_filter.active else None,
         agent_facts=qctx.agent_facts,
         table_rows=qctx.table_rows,
+        agent_index_min_facts=threshold,
     )
     outcome.signals = run_signals(session, request)
     run.timed("signals", started)
@@ -319,6 +332,13 @@ def _read(run: _Run, session: Session, vector: list[float] | None) -> _ReadOutco
         default=ContextExtras(),
     )
     return outcome
+
+
+def record_retrievals(ctx: ReadContext, agent_id: str, fact_ids: Sequence[str]) -> bool:
+    """Count the retrieval of ``fact_ids`` (queued; written behind the request, see bookkeeping)."""
+    if ctx.bookkeeper is None:
+        return True
+    return ctx.bookkeeper.record(agent_id, fact_ids)
 
 
 def _scored(fact: RankedFact) -> ScoredFact:
@@ -515,7 +535,7 @@ def retrieve(
     run.timed("compress", compress_started)
 
     book_started = time.perf_counter()
-    recorded = record_retrievals(ctx.sessions, agent_id, [fact.candidate.fact_id for fact in final])
+    recorded = record_retrievals(ctx, agent_id, [fact.candidate.fact_id for fact in final])
     run.timed("bookkeeping", book_started)
 
     return result(

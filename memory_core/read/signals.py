@@ -43,10 +43,12 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from memory_core.config import MemoryConfig
+from memory_core.read.agent_index import agent_indexes, agent_literal
 from memory_core.read.entities import TimeWindow, fact_validity_sql, window_params
 from memory_core.read.planner import fold_words
 from memory_core.read.rank import AGGREGATION_KEYWORD_SCORE, Candidate, graph_score, recency_score
 from memory_core.read.schemas import RetrievedEvent
+from memory_core.read.term_stats import estimated_share, term_stats
 from memory_core.write.repository import vector_literal
 
 __all__ = [
@@ -79,12 +81,19 @@ HNSW_OVERFETCH = 4
 HNSW_MIN_EXPECTED_HITS = 2.0
 # A full count of a large agent's facts is reused for this long.
 AGENT_COUNT_TTL_SEC = 600.0
+# A keyword expected to match more of the agent's facts than this finds no candidates itself
+# (it still counts in the keyword score of those the other words find): memory_core.read.term_stats.
+KEYWORD_MAX_MATCHES = 1_000
 # Graph BFS keeps at most this many entities per hop (strongest paths first).
 GRAPH_FRONTIER_LIMIT = 100
 # Events: relevance score = EVENT_SIMILARITY_WEIGHT x similarity + the rest x recency.
 EVENT_SIMILARITY_WEIGHT = 0.8
 
-VectorStrategy = Literal["exact", "hnsw"]
+# Searches of an agent's own partial index: ef_search and how many rows they ask it for.
+AGENT_INDEX_EF_SEARCH = 200
+AGENT_INDEX_OVERFETCH = 2
+
+VectorStrategy = Literal["exact", "hnsw", "agent_index"]
 
 
 def _folded(word: str) -> str:
@@ -180,6 +189,10 @@ class SignalRequest:
     filter_keys: Sequence[str] | None = None
     agent_facts: int = 0
     table_rows: float = 0.0
+    # Agents with at least this many facts get a partial vector index of their own (0 = never).
+    agent_index_min_facts: int = 0
+    # The keywords that find candidates (None = all of them); see choose_search_keywords.
+    search_keywords: Sequence[str] | None = None
 
 
 @dataclass
@@ -190,6 +203,7 @@ class SignalResult:
     counts: dict[str, int] = field(default_factory=dict)
     vector_strategy: str = "none"
     duration_ms: float = 0.0
+    keywords_dropped: list[str] = field(default_factory=list)
 
     def summary(self) -> dict[str, Any]:
         """JSON-friendly form for the trace."""
@@ -197,6 +211,7 @@ class SignalResult:
             "candidates": len(self.candidates),
             "per_signal": dict(self.counts),
             "vector_strategy": self.vector_strategy,
+            "keywords_too_common": list(self.keywords_dropped),
             "duration_ms": round(self.duration_ms, 2),
             "single_statement": True,
         }
@@ -227,6 +242,18 @@ sem_ann AS (
     SELECT f.id, f.embedding_vec <=> CAST(:vec AS vector) AS distance
     FROM memory_facts f
     WHERE {fact_filter} AND f.embedding_vec IS NOT NULL
+    ORDER BY f.embedding_vec <=> CAST(:vec AS vector)
+    LIMIT :ann_limit
+),
+sem AS (SELECT id, distance FROM sem_ann ORDER BY distance, id LIMIT :sem_limit)"""
+
+# The agent's own partial HNSW index: the agent is a literal here so the planner can prove the
+# index predicate even under a generic plan (see memory_core.read.agent_index).
+_SEM_AGENT_INDEX_CTE = """
+sem_ann AS (
+    SELECT f.id, f.embedding_vec <=> CAST(:vec AS vector) AS distance
+    FROM memory_facts f
+    WHERE f.agent_id = {agent_literal} AND {fact_filter} AND f.embedding_vec IS NOT NULL
     ORDER BY f.embedding_vec <=> CAST(:vec AS vector)
     LIMIT :ann_limit
 ),
@@ -272,27 +299,36 @@ _GRAPH_HOP_CTE = """
     LIMIT :frontier
 )"""
 
-_GRAPH_LEVEL_ROWS = "SELECT key, depth, strength, edge_time FROM {name}"
 _GRAPH_LEVEL_KEYS = "SELECT key FROM {name}"
 
-_GRAPH_FACTS_CTE = """
-reached AS ({reached}),
-graph_links AS (
-    SELECT l.fact_id AS id, g.key, g.depth, g.strength, g.edge_time
-    FROM reached g JOIN memory_fact_entity_links l ON l.agent_id = :agent AND l.entity_key = g.key
-    UNION ALL
-    SELECT f0.id, g.key, g.depth, g.strength, g.edge_time
-    FROM reached g JOIN memory_facts f0 ON f0.agent_id = :agent AND f0.entity_key = g.key
-),
-graph_best AS (
+# The facts of one BFS level (g0 = the query's entities and primed neighbours, then each hop),
+# best path per fact. A deeper level is read only while the shallower ones found fewer than
+# :graph_limit facts (the gate is a one-time filter: the level's facts are not even fetched),
+# which is exact because ``graph`` orders by depth first: a large agent's hop-2 frontier (100
+# entities, ~18,000 fact rows at 100,000 facts) is rarely needed.
+_GRAPH_LEVEL_FACTS_CTE = """
+{name} AS (
     SELECT DISTINCT ON (f.id) f.id, gl.key AS via_key, gl.depth, gl.strength, gl.edge_time,
            f.importance, f.valid_from
-    FROM graph_links gl JOIN memory_facts f ON f.id = gl.id
-    WHERE {fact_filter}
+    FROM (
+        SELECT l.fact_id AS id, g.key, g.depth, g.strength, g.edge_time
+        FROM {level} g JOIN memory_fact_entity_links l ON l.agent_id = :agent AND l.entity_key = g.key
+        UNION ALL
+        SELECT f0.id, g.key, g.depth, g.strength, g.edge_time
+        FROM {level} g JOIN memory_facts f0 ON f0.agent_id = :agent AND f0.entity_key = g.key
+    ) gl JOIN memory_facts f ON f.id = gl.id
+    WHERE {fact_filter} {gate}
     ORDER BY f.id, gl.depth, gl.strength DESC
-),
+)"""
+
+_GRAPH_GATE = "AND (SELECT count(*) FROM ({found}) AS found) < :graph_limit AND f.id NOT IN ({found})"
+
+_GRAPH_FOUND_IDS = "SELECT id FROM {name}"
+_GRAPH_LEVEL_FACT_ROWS = "SELECT id, via_key, depth, strength, edge_time, importance, valid_from FROM {name}"
+
+_GRAPH_FACTS_CTE = """
 graph AS (
-    SELECT id, via_key, depth, strength, edge_time FROM graph_best
+    SELECT id, via_key, depth, strength, edge_time FROM ({levels}) AS graph_best
     ORDER BY depth, strength DESC, importance DESC, valid_from DESC, id
     LIMIT :graph_limit
 )"""
@@ -355,7 +391,7 @@ def _fact_filter(request: SignalRequest) -> str:
 def _graph_ctes(request: SignalRequest, fact_filter: str) -> list[str]:
     max_hops = request.config.graph_max_hops
     ctes = [_GRAPH_SEED_CTE]
-    levels = [_GRAPH_LEVEL_ROWS.format(name="g0")]
+    levels = ["g0"]
     visited = [_GRAPH_LEVEL_KEYS.format(name="g0")]
     previous, previous_depth = "g0", 1
     edge_validity = fact_validity_sql("r", request.window)
@@ -371,10 +407,20 @@ def _graph_ctes(request: SignalRequest, fact_filter: str) -> list[str]:
                 visited=" UNION ALL ".join(visited),
             )
         )
-        levels.append(_GRAPH_LEVEL_ROWS.format(name=name))
+        levels.append(name)
         visited.append(_GRAPH_LEVEL_KEYS.format(name=name))
         previous, previous_depth = name, depth
-    ctes.append(_GRAPH_FACTS_CTE.format(reached=" UNION ALL ".join(levels), fact_filter=fact_filter))
+    fact_levels: list[str] = []
+    for index, level in enumerate(levels):
+        name = f"graph_lvl{index}"
+        gate = ""
+        if fact_levels:
+            found = " UNION ALL ".join(_GRAPH_FOUND_IDS.format(name=earlier) for earlier in fact_levels)
+            gate = _GRAPH_GATE.format(found=found)
+        ctes.append(_GRAPH_LEVEL_FACTS_CTE.format(name=name, level=level, fact_filter=fact_filter, gate=gate))
+        fact_levels.append(name)
+    levels_sql = " UNION ALL ".join(_GRAPH_LEVEL_FACT_ROWS.format(name=name) for name in fact_levels)
+    ctes.append(_GRAPH_FACTS_CTE.format(levels=levels_sql))
     return ctes
 
 
@@ -415,18 +461,24 @@ def _statement(request: SignalRequest, strategy: VectorStrategy | None) -> tuple
         if strategy == "hnsw":
             params["ann_limit"] = sem_limit * HNSW_OVERFETCH
             ctes.append(_SEM_HNSW_CTE.format(fact_filter=fact_filter))
+        elif strategy == "agent_index":
+            params["ann_limit"] = sem_limit * AGENT_INDEX_OVERFETCH
+            ctes.append(
+                _SEM_AGENT_INDEX_CTE.format(fact_filter=fact_filter, agent_literal=agent_literal(request.agent_id))
+            )
         else:
             ctes.append(_SEM_EXACT_CTE.format(fact_filter=fact_filter))
         sources.append("SELECT id FROM sem")
         joins.append("LEFT JOIN sem ON sem.id = f.id")
         columns["in_sem"] = "sem.id IS NOT NULL"
     keywords = list(request.keywords)
+    searched = keywords if request.search_keywords is None else list(request.search_keywords)
     patterns = list(request.entity_patterns)
-    if keywords or patterns:
+    if searched or patterns:
         matches = []
-        if keywords:
+        if searched:
             matches.append("f.search_vector @@ to_tsquery('simple', :tsquery)")
-            forms = dict.fromkeys(form for word in keywords for form in (word, _folded(word)))
+            forms = dict.fromkeys(form for word in searched for form in (word, _folded(word)))
             params["tsquery"] = " | ".join(f"{form}:*" for form in forms)
         if patterns:
             matches.append("f.entity_key LIKE ANY(CAST(:entity_patterns AS text[]))")
@@ -557,20 +609,21 @@ def run_signals(session: Session, request: SignalRequest) -> SignalResult:
     strategy: VectorStrategy | None = None
     if request.query_vector is not None:
         wanted = max(config.signal_max_facts, config.reranker_candidate_multiplier * config.topk_facts)
-        agent_facts = request.agent_facts
-        if agent_facts >= EXACT_SCAN_MAX_FACTS and request.filter_keys is None:
-            agent_facts = agent_counts.get(session, request.agent_id, request.window)
-        strategy = choose_vector_strategy(
-            agent_facts, request.table_rows, wanted, narrowed=request.filter_keys is not None
-        )
+        strategy = _vector_strategy(session, request, wanted)
         if strategy == "hnsw":
             ef_search = min(_HNSW_EF_SEARCH_MAX, max(HNSW_EF_SEARCH, wanted * HNSW_OVERFETCH))
             # SET LOCAL: the raised ef_search ends with this read transaction.
             session.execute(text(f"SET LOCAL hnsw.ef_search = {int(ef_search)}"))
+        elif strategy == "agent_index":
+            ef_search = min(_HNSW_EF_SEARCH_MAX, max(AGENT_INDEX_EF_SEARCH, wanted * AGENT_INDEX_OVERFETCH))
+            session.execute(text(f"SET LOCAL hnsw.ef_search = {int(ef_search)}"))
         result.vector_strategy = strategy
+    if request.keywords and request.search_keywords is None:
+        indexed = strategy == "agent_index"
+        request.search_keywords, result.keywords_dropped = choose_search_keywords(session, request, indexed)
     sql, params = _statement(request, strategy)
     rows = list(session.execute(text(sql), params).all()) if sql else []
-    if strategy == "hnsw" and sum(1 for row in rows if row.in_sem) < params["sem_limit"]:
+    if strategy in {"hnsw", "agent_index"} and sum(1 for row in rows if row.in_sem) < params["sem_limit"]:
         # The filtered ANN scan came back short (the symptom of pgvector 0.6's post-filtering):
         # redo the semantic part exactly and let it decide which facts are semantic candidates.
         exact_rows = _exact_semantic_rows(session, request)
@@ -585,9 +638,48 @@ def run_signals(session: Session, request: SignalRequest) -> SignalResult:
             if fact_id in exact_ids and candidate.semantic >= config.min_similarity:
                 candidate.sources.add("semantic")
             candidates.append(candidate)
-        result.vector_strategy = "hnsw->exact"
+        result.vector_strategy = f"{strategy}->exact"
         return _finish(result, candidates, started)
     return _finish(result, [_candidate(row, request) for row in rows], started)
+
+
+def choose_search_keywords(session: Session, request: SignalRequest, indexed: bool) -> tuple[list[str], list[str]]:
+    """(keywords that find candidates, keywords too common to), by the agent's size and the term statistics."""
+    keywords = list(request.keywords)
+    if not keywords:
+        return [], []
+    agent_facts = request.agent_facts
+    if indexed or agent_facts >= EXACT_SCAN_MAX_FACTS:
+        agent_facts = agent_counts.get(session, request.agent_id, request.window)
+    if agent_facts <= KEYWORD_MAX_MATCHES:
+        return keywords, []
+    shares, ordered = term_stats.shares(session)
+    kept: list[str] = []
+    dropped: list[str] = []
+    for word in keywords:
+        share = estimated_share(shares, ordered, list(dict.fromkeys((word, _folded(word)))))
+        (dropped if share * agent_facts > KEYWORD_MAX_MATCHES else kept).append(word)
+    return kept, dropped
+
+
+def _vector_strategy(session: Session, request: SignalRequest, wanted: int) -> VectorStrategy:
+    """The agent's own index when it has one; else exact or table-wide HNSW by the agent's size.
+
+    A large agent without its index gets one built in the background (the exact scan serves it
+    meanwhile). Searches narrowed by ``entity_keys`` stay exact: their candidates are few.
+    """
+    narrowed = request.filter_keys is not None
+    threshold = request.agent_index_min_facts
+    if not narrowed and threshold > 0 and agent_indexes.has_index(session, request.agent_id):
+        return "agent_index"
+    agent_facts = request.agent_facts
+    if agent_facts >= EXACT_SCAN_MAX_FACTS and not narrowed:
+        agent_facts = agent_counts.get(session, request.agent_id, request.window)
+    if threshold > 0 and agent_facts >= threshold and not agent_indexes.building(request.agent_id):
+        bind = session.get_bind()
+        engine = getattr(bind, "engine", bind)
+        agent_indexes.request(engine, request.agent_id)  # type: ignore[arg-type]
+    return choose_vector_strategy(agent_facts, request.table_rows, wanted, narrowed=narrowed)
 
 
 def _finish(result: SignalResult, candidates: list[Candidate], started: float) -> SignalResult:

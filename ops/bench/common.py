@@ -244,9 +244,18 @@ class BenchStack:
     restores this process's environment.
     """
 
-    def __init__(self, *, env: Mapping[str, str] | None = None, keep_home: bool = False, label: str = "bench") -> None:
+    def __init__(
+        self,
+        *,
+        env: Mapping[str, str] | None = None,
+        keep_home: bool = False,
+        label: str = "bench",
+        home: Path | None = None,
+    ) -> None:
         self.extra_env = {"ARANDU_LOG_LEVEL": "WARNING", **dict(env or {})}
-        self.keep_home = keep_home
+        # A given home (one a run kept with keep_home) is reused as it is, and never removed.
+        self.reused_home = home
+        self.keep_home = keep_home or home is not None
         self.label = label
         self.home: Path | None = None
         self.devstack: DevStack | None = None
@@ -274,7 +283,7 @@ class BenchStack:
             if name.startswith(_INHERITED_PREFIXES) or name in _INHERITED_NAMES:
                 del os.environ[name]
         # A short path: the Redis socket lives under it and unix socket paths are limited.
-        self.home = Path(tempfile.mkdtemp(prefix=f"arandu-{self.label}-"))
+        self.home = self.reused_home or Path(tempfile.mkdtemp(prefix=f"arandu-{self.label}-"))
         os.environ.update(
             {
                 "ARANDU_HOME": str(self.home),

@@ -1447,7 +1447,7 @@ def measure_inprocess_concurrent(
             index += threads
 
     if not bookkeeping:
-        read_pipeline.record_retrievals = lambda *_args, **_kwargs: True  # type: ignore[assignment]
+        read_pipeline.record_retrievals = lambda *_args, **_kwargs: True
     try:
         started = time.perf_counter()
         workers = [threading.Thread(target=worker, args=(offset,), daemon=True) for offset in range(threads)]
@@ -2162,10 +2162,75 @@ def measure_size(stack: BenchStack, sampler: MemorySampler, ctx: Any, agent: Tes
     return result
 
 
+def reuse_dataset(database_url: str, scale: Scale) -> Dataset:
+    """The dataset a kept home holds: the tested agents regenerated (same seed), sizes read back."""
+    now = datetime.now(UTC)
+    plan = DatasetPlan(scale, now)
+    dataset = Dataset(tested=plan.tested, agents=len(plan.agent_ids), other_sizes=plan.other_sizes)
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        counts = conn.execute(
+            "SELECT (SELECT count(*) FROM memory_facts), (SELECT count(*) FROM memory_facts WHERE valid_to IS NULL), "
+            "(SELECT count(DISTINCT agent_id) FROM memory_facts)"
+        ).fetchone()
+    if counts is None or int(counts[0]) == 0:
+        raise RuntimeError("the reused home holds no facts: run once with --keep-home first")
+    dataset.facts, dataset.active_facts, dataset.agents = int(counts[0]), int(counts[1]), int(counts[2])
+    return dataset
+
+
+def build_agent_indexes(database_url: str, min_facts: int) -> list[tuple[str, int, float, str]]:
+    """What the service's maintenance does for large agents: a partial vector index each (agent, facts, s, what)."""
+    from sqlalchemy import create_engine
+
+    from memory_core.read.agent_index import agents_needing_index, build_agent_index
+
+    engine = create_engine(database_url.replace("postgresql://", "postgresql+psycopg://", 1))
+    built: list[tuple[str, int, float, str]] = []
+    try:
+        with engine.connect() as connection:
+            from sqlalchemy.orm import Session
+
+            with Session(bind=connection) as session:
+                needed = agents_needing_index(session, min_facts)
+        for agent_id, facts in needed:
+            print(f"  vector index of {agent_id} ({facts:,} facts)...", flush=True)
+            outcome = build_agent_index(engine, agent_id)
+            built.append((agent_id, facts, outcome.seconds, outcome.reason))
+    finally:
+        engine.dispose()
+    return built
+
+
+def agent_index_report(built: Sequence[tuple[str, int, float, str]], min_facts: int) -> PhaseReport:
+    """Rows about the per-agent vector indexes built after the load."""
+    report = PhaseReport()
+    total = sum(seconds for _, _, seconds, _ in built)
+    largest = max(built, key=lambda item: item[1], default=None)
+    detail = f"{len(built)} agents with >= {min_facts:,} facts; {secs(total)} in all"
+    if largest is not None:
+        detail += f" (largest: {largest[0]}, {largest[1]:,} facts, {secs(largest[2])})"
+    report.rows.append(Row("dataset", "per-agent partial HNSW indexes (maintenance, CONCURRENTLY)", detail))
+    if built:
+        report.notes.append(
+            "dataset: per-agent vector indexes: "
+            + ", ".join(
+                f"{agent} {facts:,} facts {secs(seconds)} ({reason})" for agent, facts, seconds, reason in built
+            )
+            + "."
+        )
+    return report
+
+
 def run_retrieve_benchmark(
-    *, quick: bool, keep_home: bool, record: bool, argv: Sequence[str], env: Mapping[str, str] | None = None
+    *,
+    quick: bool,
+    keep_home: bool,
+    record: bool,
+    argv: Sequence[str],
+    env: Mapping[str, str] | None = None,
+    reuse_home: Path | None = None,
 ) -> int:
-    """Build the dataset, measure every tested agent, print the table and append it to RESULTS.md."""
+    """Build the dataset (or reuse a kept one), measure every tested agent, print the table, append it to RESULTS.md."""
     from memory_core.read import build_read_context
     from memory_core.settings import load_settings
 
@@ -2181,7 +2246,10 @@ def run_retrieve_benchmark(
     stack_line = ""
     overall = time.monotonic()
     stack = BenchStack(
-        env={"ARANDU_EMBEDDING_PROVIDER": "hashing", **dict(env or {})}, keep_home=keep_home, label="retrieve"
+        env={"ARANDU_EMBEDDING_PROVIDER": "hashing", **dict(env or {})},
+        keep_home=keep_home,
+        label="retrieve",
+        home=reuse_home,
     )
     sampler = MemorySampler(stack)
     ctx: Any = None
@@ -2199,11 +2267,26 @@ def run_retrieve_benchmark(
             f"{', '.join(f'{size:,}' for size in scale.tested)}); {workers} embedding workers...",
             flush=True,
         )
-        dataset = build_dataset(stack.database_url, scale, sampler, workers)
-        _collect(dataset_report(dataset, scale, workers), rows, notes, targets)
-        print(f"dataset ready in {dataset.timings['total']:.0f} s", flush=True)
+        if reuse_home is None:
+            dataset = build_dataset(stack.database_url, scale, sampler, workers)
+            _collect(dataset_report(dataset, scale, workers), rows, notes, targets)
+            print(f"dataset ready in {dataset.timings['total']:.0f} s", flush=True)
+        else:
+            dataset = reuse_dataset(stack.database_url, scale)
+            rows.append(
+                Row(
+                    "dataset",
+                    "facts / agents (reused home: not loaded by this run)",
+                    f"{dataset.facts:,} facts ({dataset.active_facts:,} active) over {dataset.agents:,} agents",
+                )
+            )
+            print(f"dataset reused from {reuse_home}: {dataset.facts:,} facts", flush=True)
+        settings = load_settings()
+        min_facts = settings.retrieval_agent_index_min_facts
+        built = build_agent_indexes(stack.database_url, min_facts)
+        _collect(agent_index_report(built, min_facts), rows, notes, targets)
 
-        ctx = build_read_context(load_settings())
+        ctx = build_read_context(settings)
         results: list[SizeResult] = []
         for agent in dataset.tested:
             agent.queries = make_queries(agent.world, scale.queries, SEED + agent.size)

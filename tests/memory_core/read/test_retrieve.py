@@ -313,6 +313,8 @@ def test_retrieval_counters_are_incremented_for_returned_facts_only(
         result = retrieve(read_ctx, agent_id=memory.agent_id, query="Ana toca violino?")
         assert returned in {f.fact_id for f in result.facts}
         assert other not in {f.fact_id for f in result.facts}
+    # Counts are queued and written behind the request; flushing is what the background thread does.
+    assert read_ctx.flush_bookkeeping() is True
     rows = {
         str(row.id): row
         for row in memory.rows(

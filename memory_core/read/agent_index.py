@@ -1,0 +1,254 @@
+"""A vector index of its own for every large agent: partial HNSW indexes ``WHERE agent_id = '<id>'``.
+
+Why
+---
+pgvector 0.6 has no iterative index scans: a scan of the table-wide HNSW index yields at most
+``hnsw.ef_search`` tuples and only then applies ``WHERE agent_id = ...``. For an agent that owns
+10% of a 1M-row table, 200 tuples asked give ~30 of its own: too few, so the search fell back to
+an exact scan of the agent's 100,000 scattered rows (~350 ms). A partial index holds that agent's
+rows only, so every tuple it yields is the agent's and a few milliseconds find the nearest ones.
+
+How
+---
+* :func:`agent_index_name` derives the index name from the agent id (a hash: ids are free text).
+* :func:`build_agent_index` creates it ``CONCURRENTLY`` (writes go on) under an advisory lock, so
+  two processes never build the same one; an invalid leftover of a failed build is dropped first.
+* :class:`AgentIndexes` answers "does this agent have a valid index?" from ``pg_index``, cached
+  briefly per process, and starts a background build the first time a large agent is searched
+  without one (:meth:`AgentIndexes.request`). :func:`agents_needing_index` lists the agents a
+  maintenance pass should index (the benchmark calls it after loading its table).
+* The search statement names the agent as a **literal** in that one CTE
+  (:func:`agent_literal`): a partial index is only usable when the planner can prove its
+  predicate, which a generic plan with a bound parameter never allows (psycopg prepares a
+  statement after a few executions, and PostgreSQL may then switch to a generic plan).
+
+The predicate is the agent alone (not ``valid_to IS NULL``): time travel searches the same index,
+and the read filter (validity, confidence, session, entities) is applied to what it yields.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sqlalchemy import Connection, Engine, text
+from sqlalchemy.orm import Session
+
+__all__ = [
+    "AGENT_INDEX_BUILD_MAINTENANCE_WORK_MEM",
+    "AGENT_INDEX_PREFIX",
+    "AgentIndexes",
+    "BuildOutcome",
+    "agent_index_name",
+    "agent_indexes",
+    "agent_literal",
+    "agents_needing_index",
+    "build_agent_index",
+    "drop_agent_index",
+]
+
+logger = logging.getLogger(__name__)
+
+AGENT_INDEX_PREFIX = "ix_memory_facts_hnsw_agent_"
+# A build gets at least this much memory, so a large agent's graph is built in memory.
+AGENT_INDEX_BUILD_MAINTENANCE_WORK_MEM = "1GB"
+# How long "this agent has a valid index" / "has none" is believed without asking again.
+_PRESENT_TTL_S = 300.0
+_ABSENT_TTL_S = 15.0
+# A failed background build is not retried by the same process before this long.
+_RETRY_AFTER_S = 600.0
+# Advisory lock namespace of the builds (two int4 keys: this and a hash of the agent).
+_LOCK_NAMESPACE = 0x0A1D
+
+
+def agent_index_name(agent_id: str) -> str:
+    """The partial index of ``agent_id`` (a hash of the id: any text is a valid agent id)."""
+    digest = hashlib.sha256(agent_id.encode("utf-8")).hexdigest()[:20]
+    return f"{AGENT_INDEX_PREFIX}{digest}"
+
+
+def agent_literal(agent_id: str) -> str:
+    """``agent_id`` as an SQL string literal (standard_conforming_strings: only ``'`` is special)."""
+    if "\x00" in agent_id:
+        raise ValueError("agent_id must not contain NUL characters")
+    return "'" + agent_id.replace("'", "''") + "'"
+
+
+def _lock_key(agent_id: str) -> int:
+    return int.from_bytes(hashlib.sha256(agent_id.encode("utf-8")).digest()[:4], "big", signed=True)
+
+
+_VALID_SQL = text(
+    """
+    SELECT i.indisvalid AND i.indisready
+    FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid
+    WHERE c.relname = :name AND c.relkind = 'i' AND c.relnamespace = CAST(current_schema() AS regnamespace)
+    """
+)
+
+
+def _index_state(connection: Session | Connection, name: str) -> bool | None:
+    """True valid, False present but invalid (a failed concurrent build), None absent."""
+    value = connection.execute(_VALID_SQL, {"name": name}).scalar()
+    return None if value is None else bool(value)
+
+
+@dataclass(frozen=True, slots=True)
+class BuildOutcome:
+    """What :func:`build_agent_index` did."""
+
+    agent_id: str
+    index_name: str
+    created: bool
+    seconds: float
+    reason: str
+
+
+def build_agent_index(engine: Engine, agent_id: str, *, maintenance_work_mem: str | None = None) -> BuildOutcome:
+    """Create ``agent_id``'s partial HNSW index concurrently, unless it exists or another process builds it.
+
+    Runs outside any transaction (``CREATE INDEX CONCURRENTLY`` needs that) on a connection of
+    its own; takes as long as the build (seconds for 10,000 facts, about a minute for 100,000).
+    """
+    name = agent_index_name(agent_id)
+    started = time.monotonic()
+    memory = maintenance_work_mem or AGENT_INDEX_BUILD_MAINTENANCE_WORK_MEM
+    with engine.execution_options(isolation_level="AUTOCOMMIT").connect() as connection:
+        key = _lock_key(agent_id)
+        locked = connection.execute(
+            text("SELECT pg_try_advisory_lock(:ns, :key)"), {"ns": _LOCK_NAMESPACE, "key": key}
+        ).scalar()
+        if not locked:
+            return BuildOutcome(agent_id, name, False, time.monotonic() - started, "another process is building it")
+        try:
+            state = _index_state(connection, name)
+            if state:
+                return BuildOutcome(agent_id, name, False, time.monotonic() - started, "exists")
+            if state is False:
+                connection.execute(text(f'DROP INDEX CONCURRENTLY IF EXISTS "{name}"'))
+            current = str(connection.execute(text("SHOW maintenance_work_mem")).scalar())
+            connection.execute(text("SELECT set_config('maintenance_work_mem', :value, false)"), {"value": memory})
+            try:
+                connection.execute(
+                    text(
+                        f'CREATE INDEX CONCURRENTLY IF NOT EXISTS "{name}" ON memory_facts '
+                        f"USING hnsw (embedding_vec vector_cosine_ops) WHERE agent_id = {agent_literal(agent_id)}"
+                    )
+                )
+            finally:
+                connection.execute(text("SELECT set_config('maintenance_work_mem', :value, false)"), {"value": current})
+        finally:
+            connection.execute(text("SELECT pg_advisory_unlock(:ns, :key)"), {"ns": _LOCK_NAMESPACE, "key": key})
+    agent_indexes.forget(agent_id)
+    return BuildOutcome(agent_id, name, True, time.monotonic() - started, "built")
+
+
+def drop_agent_index(engine: Engine, agent_id: str) -> bool:
+    """Drop ``agent_id``'s partial index if there is one (the agent shrank, or was deleted)."""
+    name = agent_index_name(agent_id)
+    with engine.execution_options(isolation_level="AUTOCOMMIT").connect() as connection:
+        present = _index_state(connection, name) is not None
+        if present:
+            connection.execute(text(f'DROP INDEX CONCURRENTLY IF EXISTS "{name}"'))
+    agent_indexes.forget(agent_id)
+    return present
+
+
+def agents_needing_index(session: Session, min_facts: int) -> list[tuple[str, int]]:
+    """Agents with at least ``min_facts`` facts and no valid index of their own, largest first.
+
+    Counts every agent's facts (a scan of an index of the whole table): a maintenance query.
+    """
+    if min_facts <= 0:
+        return []
+    rows = session.execute(
+        text(
+            "SELECT agent_id, count(*) AS facts FROM memory_facts GROUP BY agent_id "
+            "HAVING count(*) >= :min ORDER BY facts DESC, agent_id"
+        ),
+        {"min": min_facts},
+    ).all()
+    return [
+        (str(row.agent_id), int(row.facts))
+        for row in rows
+        if not _index_state(session, agent_index_name(str(row.agent_id)))
+    ]
+
+
+class AgentIndexes:
+    """Which agents have a valid partial index (cached per process), and background builds on demand."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._known: dict[str, tuple[float, bool]] = {}
+        self._building: set[str] = set()
+        self._failed: dict[str, float] = {}
+
+    def has_index(self, session: Session, agent_id: str) -> bool:
+        """True when ``agent_id``'s partial index exists and is valid (asked at most every few minutes)."""
+        now = time.monotonic()
+        with self._lock:
+            known = self._known.get(agent_id)
+        if known is not None and now - known[0] < (_PRESENT_TTL_S if known[1] else _ABSENT_TTL_S):
+            return known[1]
+        present = bool(_index_state(session, agent_index_name(agent_id)))
+        with self._lock:
+            if len(self._known) > 100_000:
+                self._known.clear()
+            self._known[agent_id] = (now, present)
+        return present
+
+    def forget(self, agent_id: str) -> None:
+        """Drop what is cached about ``agent_id`` (its index was just built or dropped)."""
+        with self._lock:
+            self._known.pop(agent_id, None)
+
+    def clear(self) -> None:
+        """Forget everything (tests)."""
+        with self._lock:
+            self._known.clear()
+            self._failed.clear()
+
+    def building(self, agent_id: str) -> bool:
+        """True while this process builds ``agent_id``'s index."""
+        with self._lock:
+            return agent_id in self._building
+
+    def request(self, engine: Engine, agent_id: str, *, on_done: Callable[[BuildOutcome], None] | None = None) -> bool:
+        """Start building ``agent_id``'s index in a background thread; False if one runs or failed lately."""
+        now = time.monotonic()
+        with self._lock:
+            if agent_id in self._building or now - self._failed.get(agent_id, -_RETRY_AFTER_S) < _RETRY_AFTER_S:
+                return False
+            self._building.add(agent_id)
+
+        def work() -> None:
+            try:
+                outcome = build_agent_index(engine, agent_id)
+                logger.info(
+                    "vector index of agent %s: %s in %.1f s (%s)",
+                    agent_id,
+                    outcome.reason,
+                    outcome.seconds,
+                    outcome.index_name,
+                )
+                if on_done is not None:
+                    on_done(outcome)
+            except Exception:  # a failed build leaves the exact search in place; retried later
+                logger.warning("could not build the vector index of agent %s", agent_id, exc_info=True)
+                with self._lock:
+                    self._failed[agent_id] = time.monotonic()
+            finally:
+                with self._lock:
+                    self._building.discard(agent_id)
+                    self._known.pop(agent_id, None)
+
+        threading.Thread(target=work, name=f"agent-index-{agent_id[:32]}", daemon=True).start()
+        return True
+
+
+agent_indexes = AgentIndexes()

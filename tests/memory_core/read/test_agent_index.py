@@ -1,0 +1,321 @@
+"""Large agents get a partial HNSW index of their own; retrieval through it stays exact enough and isolated.
+
+A database of its own with 16-dimensional embeddings (so the table and its indexes build in
+seconds): two large agents (one whose id needs SQL quoting), a few small ones, and the
+table-wide HNSW index the migration creates. The threshold is lowered to 3,000 facts.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import text
+
+from memory_core.config import MemoryConfig
+from memory_core.db.migrate import upgrade
+from memory_core.read.agent_index import (
+    agent_index_name,
+    agent_indexes,
+    agents_needing_index,
+    build_agent_index,
+    drop_agent_index,
+)
+from memory_core.read.context import ReadContext, build_read_context
+from memory_core.read.pipeline import retrieve
+from memory_core.read.signals import SignalRequest, run_signals
+from memory_core.settings import load_settings
+from tests.support.services import TestServices
+
+DIMENSIONS = 16
+THRESHOLD = 3_000
+BIG, QUOTED, GROWING, SMALL = "big-agent", "o'brien; drop", "growing-agent", "small-agent"
+SIZES = {BIG: 6_000, QUOTED: 4_000, GROWING: 3_500, SMALL: 200}
+K = 20
+VALID_FROM = datetime.now(UTC) - timedelta(days=1)
+
+
+class FixedEmbedder:
+    """Every text embeds to the vector the test chose."""
+
+    def __init__(self, vector: list[float]) -> None:
+        self.vector = vector
+
+    @property
+    def dimensions(self) -> int:
+        return DIMENSIONS
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        return [self.vector for _ in texts]
+
+    def embed_one(self, text: str) -> list[float] | None:
+        return self.vector
+
+
+@dataclass
+class Table:
+    ctx: ReadContext
+    vectors: dict[str, dict[str, list[float]]]
+    superseded: set[str]
+
+
+def _parse(value: Any) -> list[float]:
+    return [float(x) for x in str(value).strip("[]").split(",")]
+
+
+@pytest.fixture(scope="module")
+def table(services: TestServices, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Table]:
+    url = services.new_database("arandu_agent_index")
+    settings = load_settings(
+        database_url=url,
+        broker_url=services.broker_url,
+        home=Path(tmp_path_factory.mktemp("agent-index")),
+        embedding_dimensions=DIMENSIONS,
+        llm_provider="offline",
+        retrieval_agent_index_min_facts=THRESHOLD,
+        retrieval_bookkeeping_flush_s=0.2,
+    )
+    upgrade(settings)
+    ctx = build_read_context(settings, embedder=FixedEmbedder([1.0] * DIMENSIONS), llm=None, pool_size=4)
+    random_vector = (
+        "(SELECT CAST(array_agg(random() + d.i * 0 + g * 0) AS vector) FROM generate_series(1, :dims) AS d(i))"
+    )
+    with ctx.engine.begin() as connection:
+        connection.execute(text("DROP INDEX ix_memory_facts_embedding_hnsw"))
+        connection.execute(text("SELECT setseed(0.17)"))
+        for agent, size in SIZES.items():
+            connection.execute(
+                text(
+                    "INSERT INTO memory_facts (agent_id, entity_type, entity_key, fact_text, confidence, valid_from, "
+                    f"embedding_vec) SELECT :agent, 'concept', 'concept:item', 'item ' || g, 0.9, :valid_from, "
+                    f"{random_vector} FROM generate_series(1, :n) AS g"
+                ),
+                {"agent": agent, "n": size, "dims": DIMENSIONS, "valid_from": VALID_FROM},
+            )
+        # Superseded versions of the big agent: in its index, but never returned for "now".
+        connection.execute(
+            text(
+                "UPDATE memory_facts SET valid_to = now() - interval '1 hour' "
+                "WHERE id IN (SELECT id FROM memory_facts WHERE agent_id = :agent ORDER BY id LIMIT 300)"
+            ),
+            {"agent": BIG},
+        )
+        # The migration's build parameters (m 16): the planner weighs the table-wide index against
+        # an agent's own by their size and m, so the test must not give the big one an advantage.
+        connection.execute(text("SET LOCAL maintenance_work_mem = '256MB'"))
+        connection.execute(
+            text(
+                "CREATE INDEX ix_memory_facts_embedding_hnsw ON memory_facts "
+                "USING hnsw (embedding_vec vector_cosine_ops)"
+            )
+        )
+        connection.execute(text("ANALYZE memory_facts"))
+        vectors: dict[str, dict[str, list[float]]] = {agent: {} for agent in SIZES}
+        superseded: set[str] = set()
+        for row in connection.execute(text("SELECT id, agent_id, embedding_vec, valid_to FROM memory_facts")):
+            if row.valid_to is not None:
+                superseded.add(str(row.id))
+            else:
+                vectors[row.agent_id][str(row.id)] = _parse(row.embedding_vec)
+    agent_indexes.clear()
+    try:
+        yield Table(ctx, vectors, superseded)
+    finally:
+        agent_indexes.clear()
+        ctx.close()
+
+
+def _cosine(a: list[float], b: list[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    return dot / (math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b)))
+
+
+def _exact_top(vectors: dict[str, list[float]], query: list[float], k: int) -> list[str]:
+    return sorted(vectors, key=lambda fact_id: -_cosine(vectors[fact_id], query))[:k]
+
+
+def _query(seed: int) -> list[float]:
+    rng = random.Random(seed)
+    return [rng.random() for _ in range(DIMENSIONS)]
+
+
+def _retrieve(ctx: ReadContext, agent_id: str, query: list[float]) -> tuple[list[str], dict[str, Any]]:
+    result = retrieve(
+        replace(ctx, embedder=FixedEmbedder(query)),
+        agent_id=agent_id,
+        query="zzqx",
+        config_overrides={"topk_facts": K, "spreading_activation_hops": 0},
+        verbose=True,
+    )
+    assert result.trace is not None
+    return [fact.fact_id for fact in result.facts], result.trace
+
+
+def _index_exists(ctx: ReadContext, agent_id: str) -> bool:
+    with ctx.engine.connect() as connection:
+        return bool(
+            connection.execute(
+                text(
+                    "SELECT i.indisvalid FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid WHERE c.relname = :n"
+                ),
+                {"n": agent_index_name(agent_id)},
+            ).scalar()
+        )
+
+
+def test_maintenance_lists_and_builds_the_large_agents_indexes(table: Table) -> None:
+    with table.ctx.sessions() as session:
+        needing = agents_needing_index(session, THRESHOLD)
+    assert [agent for agent, _ in needing] == [BIG, QUOTED, GROWING]
+    assert dict(needing)[BIG] == SIZES[BIG]  # every version counts: the index holds them all
+
+    for agent in (BIG, QUOTED):
+        outcome = build_agent_index(table.ctx.engine, agent, maintenance_work_mem="128MB")
+        assert outcome.created, outcome
+        assert _index_exists(table.ctx, agent)
+    again = build_agent_index(table.ctx.engine, BIG)
+    assert (again.created, again.reason) == (False, "exists")
+    with table.ctx.sessions() as session:
+        assert [agent for agent, _ in agents_needing_index(session, THRESHOLD)] == [GROWING]
+    # The table survived the quoted agent id, and its index covers exactly that agent's rows.
+    with table.ctx.engine.connect() as connection:
+        predicate = connection.execute(
+            text(
+                "SELECT pg_get_expr(i.indpred, i.indrelid) FROM pg_class c JOIN pg_index i "
+                "ON i.indexrelid = c.oid WHERE c.relname = :n"
+            ),
+            {"n": agent_index_name(QUOTED)},
+        ).scalar()
+        assert predicate == "(agent_id = 'o''brien; drop'::text)"
+        assert connection.execute(text("SELECT count(*) FROM memory_facts")).scalar() == sum(SIZES.values())
+
+
+def test_the_planner_uses_the_agent_index_for_the_semantic_signal(table: Table) -> None:
+    build_agent_index(table.ctx.engine, BIG)
+    statements: list[str] = []
+    with table.ctx.sessions() as session:
+        request = SignalRequest(
+            agent_id=BIG,
+            config=MemoryConfig(embedding_dimensions=DIMENSIONS, min_similarity=0.0),
+            now=datetime.now(UTC),
+            query_vector=_query(1),
+            agent_index_min_facts=THRESHOLD,
+        )
+        result = run_signals(session, request)
+        assert result.vector_strategy == "agent_index"
+        # The same statement, explained: the partial index serves it (six times: psycopg prepares
+        # a statement from its fifth run, and PostgreSQL may then plan it generically).
+        from memory_core.read.signals import _statement
+
+        sql, params = _statement(request, "agent_index")
+        session.execute(text("SET LOCAL hnsw.ef_search = 200"))
+        for _ in range(7):
+            statements.append("\n".join(str(row[0]) for row in session.execute(text("EXPLAIN " + sql), params).all()))
+    for plan in statements:
+        assert agent_index_name(BIG) in plan, plan
+
+
+def test_retrieval_through_the_agent_index_has_high_recall_and_stays_isolated(table: Table) -> None:
+    for agent in (BIG, QUOTED):
+        build_agent_index(table.ctx.engine, agent)
+    recalls: list[float] = []
+    for agent in (BIG, QUOTED):
+        for seed in range(10):
+            query = _query(100 + seed)
+            found, trace = _retrieve(table.ctx, agent, query)
+            assert trace["retrieval"]["vector_strategy"] == "agent_index"
+            assert len(found) == K
+            assert set(found) <= set(table.vectors[agent])  # never another agent's, never a superseded one
+            assert not set(found) & table.superseded
+            exact = _exact_top(table.vectors[agent], query, K)
+            recalls.append(len(set(found) & set(exact)) / K)
+    assert sum(recalls) / len(recalls) >= 0.95, recalls
+    assert min(recalls) >= 0.85, recalls
+    # A small agent is still searched exactly, and gets its exact top k.
+    query = _query(7)
+    found, trace = _retrieve(table.ctx, SMALL, query)
+    assert trace["retrieval"]["vector_strategy"] == "exact"
+    assert found == _exact_top(table.vectors[SMALL], query, K)
+
+
+def test_a_large_agent_without_an_index_gets_one_in_the_background(table: Table) -> None:
+    drop_agent_index(table.ctx.engine, GROWING)
+    query = _query(55)
+    found, trace = _retrieve(table.ctx, GROWING, query)
+    # Served exactly while its index is built behind the request.
+    assert trace["retrieval"]["vector_strategy"] == "exact"
+    assert found == _exact_top(table.vectors[GROWING], query, K)
+    deadline = time.monotonic() + 120
+    while not _index_exists(table.ctx, GROWING) or agent_indexes.building(GROWING):
+        assert time.monotonic() < deadline, "the background build did not finish"
+        time.sleep(0.2)
+    found, trace = _retrieve(table.ctx, GROWING, query)
+    assert trace["retrieval"]["vector_strategy"] == "agent_index"
+    assert len(set(found) & set(_exact_top(table.vectors[GROWING], query, K))) >= K - 2
+
+
+def test_time_travel_through_the_agent_index_sees_superseded_versions(table: Table) -> None:
+    build_agent_index(table.ctx.engine, BIG)
+    with table.ctx.engine.connect() as connection:
+        old_id, old_vector = connection.execute(
+            text(
+                "SELECT CAST(id AS text), embedding_vec FROM memory_facts WHERE agent_id = :a AND valid_to IS NOT NULL"
+            ),
+            {"a": BIG},
+        ).first() or (None, None)
+    assert old_id is not None
+    vector = _parse(old_vector)
+    now, _ = _retrieve(table.ctx, BIG, vector)
+    assert old_id not in now
+    result = retrieve(
+        replace(table.ctx, embedder=FixedEmbedder(vector)),
+        agent_id=BIG,
+        query="zzqx",
+        as_of=datetime.now(UTC) - timedelta(hours=2),
+        config_overrides={"topk_facts": K, "spreading_activation_hops": 0},
+    )
+    assert result.facts[0].fact_id == old_id
+
+
+def _counts(ctx: ReadContext, agent_id: str) -> dict[str, tuple[int, datetime | None]]:
+    with ctx.engine.connect() as connection:
+        rows = connection.execute(
+            text(
+                "SELECT CAST(id AS text) AS id, times_retrieved, last_retrieved_at FROM memory_facts "
+                "WHERE agent_id = :a"
+            ),
+            {"a": agent_id},
+        ).all()
+    return {row.id: (row.times_retrieved, row.last_retrieved_at) for row in rows}
+
+
+def test_counts_are_queued_and_written_in_the_background(table: Table) -> None:
+    table.ctx.flush_bookkeeping()  # what earlier tests queued
+    before = _counts(table.ctx, SMALL)
+    query = _query(3)
+    returned: list[str] = []
+    for _ in range(3):
+        found, trace = _retrieve(table.ctx, SMALL, query)
+        assert trace["bookkeeping"] == {"recorded": True}
+        returned = found
+    assert len(returned) == K
+    expected = {fact_id: count + (3 if fact_id in returned else 0) for fact_id, (count, _) in before.items()}
+    # No explicit flush: the background thread writes them (every 0.2 s in this test).
+    deadline = time.monotonic() + 30
+    while (after := _counts(table.ctx, SMALL)) and {k: v[0] for k, v in after.items()} != expected:
+        assert time.monotonic() < deadline, "the queued counts were not written"
+        time.sleep(0.2)
+    recent = datetime.now(UTC) - timedelta(minutes=5)
+    for fact_id in returned:
+        stamp = after[fact_id][1]
+        assert stamp is not None
+        assert stamp >= recent
+    assert table.ctx.bookkeeper is not None
+    assert table.ctx.bookkeeper.pending() == 0
