@@ -22,10 +22,11 @@ WORKDIR /app
 # Dependencies first, from the project metadata alone, against empty stand-in packages:
 # editing the code does not reinstall them, only editing pyproject.toml does.
 COPY pyproject.toml README.md ./
-RUN mkdir -p memory_core workers api arandu_client \
-    && touch memory_core/__init__.py workers/__init__.py api/__init__.py arandu_client/__init__.py beat_schedule.py \
+RUN mkdir -p memory_core workers api arandu_client arandu_cli \
+    && touch memory_core/__init__.py workers/__init__.py api/__init__.py arandu_client/__init__.py \
+        arandu_cli/__init__.py beat_schedule.py \
     && pip install ".[anthropic]" \
-    && rm -rf memory_core workers api arandu_client beat_schedule.py build ./*.egg-info
+    && rm -rf memory_core workers api arandu_client arandu_cli beat_schedule.py build ./*.egg-info
 
 # Then the code, installed over the stand-ins without touching the dependencies.
 # The sources also stay in /app (first on PYTHONPATH) because the migrations and any
@@ -34,6 +35,7 @@ COPY memory_core ./memory_core
 COPY workers ./workers
 COPY api ./api
 COPY arandu_client ./arandu_client
+COPY arandu_cli ./arandu_cli
 COPY beat_schedule.py ./
 RUN pip install --no-deps --force-reinstall . \
     && rm -rf build ./*.egg-info
