@@ -120,7 +120,9 @@ def _recurring_words(speaker: str, events: list[EventLine]) -> list[ObservationD
     for event in events:
         for word in content_words(event.text):
             mentions[word.folded].append(event)
-            shown.setdefault(word.folded, word.shown if word.shown[:1].isupper() else word.shown.lower())
+            # A name stays capitalised; a word capitalised only at the start of a sentence does not.
+            if word.folded not in shown or not word.shown[:1].isupper():
+                shown[word.folded] = word.shown if word.shown[:1].isupper() else word.shown.lower()
     recurring = [
         (folded, hits)
         for folded, hits in mentions.items()
