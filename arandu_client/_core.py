@@ -301,9 +301,12 @@ def run_job(agent_id: str, job: str) -> Call[JobRunAccepted]:
     return Call("POST", f"{_agent(agent_id)}/jobs/{_segment(job)}", _model(JobRunAccepted))
 
 
-def list_jobs(agent_id: str, *, limit: int) -> Call[JobRunPage]:
-    """``GET /v1/agents/{agent_id}/jobs``: recent maintenance runs, newest first."""
-    return Call("GET", f"{_agent(agent_id)}/jobs", _model(JobRunPage), params={"limit": limit})
+def list_jobs(agent_id: str, *, limit: int, job: str | None) -> Call[JobRunPage]:
+    """``GET /v1/agents/{agent_id}/jobs``: recent maintenance runs (of ``job``), newest first."""
+    params: dict[str, str | int] = {"limit": limit}
+    if job is not None:
+        params["job"] = job
+    return Call("GET", f"{_agent(agent_id)}/jobs", _model(JobRunPage), params=params)
 
 
 def find_run(page: JobRunPage, job_run_id: str) -> JobRun | None:

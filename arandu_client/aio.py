@@ -219,9 +219,9 @@ class AsyncAranduClient:
         """Queue a maintenance job for the agent now; ConflictError when it is already queued or running."""
         return await self._call(_core.run_job(agent_id, job))
 
-    async def list_jobs(self, agent_id: str, *, limit: int = 50) -> JobRunPage:
-        """The agent's most recent maintenance runs (Beat's and the API's), newest first."""
-        return await self._call(_core.list_jobs(agent_id, limit=limit))
+    async def list_jobs(self, agent_id: str, *, limit: int = 50, job: str | None = None) -> JobRunPage:
+        """The agent's most recent maintenance runs (Beat's and the API's), newest first; ``job`` filters."""
+        return await self._call(_core.list_jobs(agent_id, limit=limit, job=job))
 
     async def wait_for_job(
         self, agent_id: str, job_run_id: str, *, timeout: float = 300, poll_interval: float = 1.0, limit: int = 100

@@ -16,7 +16,7 @@ from starlette.responses import JSONResponse
 
 from api.auth import require_api_key
 from api.dependencies import answer, get_state
-from api.errors import ApiError
+from api.errors import ApiError, validation_failed
 from api.routes.messages import AgentId
 from api.schemas import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, ErrorBody, JobRunAccepted, JobRunPage
 from memory_core.maintenance.registry import JOB_NAMES
@@ -28,6 +28,7 @@ logger = logging.getLogger("arandu.api")
 router = APIRouter(tags=["maintenance"], dependencies=[Depends(require_api_key)])
 
 Limit = Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE, description=f"How many runs, 1 to {MAX_PAGE_SIZE}.")]
+JobFilter = Annotated[str | None, Query(description="Only the runs of this job.")]
 
 _RUN_RESPONSES: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorBody, "description": "missing or wrong API key"},
@@ -38,7 +39,7 @@ _RUN_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 _LIST_RESPONSES: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorBody, "description": "missing or wrong API key"},
-    422: {"model": ErrorBody, "description": "bad agent id or limit"},
+    422: {"model": ErrorBody, "description": "bad agent id, limit or job"},
 }
 
 
@@ -104,8 +105,12 @@ def run_job(request: Request, agent_id: AgentId, job: str) -> JSONResponse:
     responses=_LIST_RESPONSES,
     summary="Recent maintenance runs",
 )
-def get_jobs(request: Request, agent_id: AgentId, limit: Limit = DEFAULT_PAGE_SIZE) -> JSONResponse:
-    """The agent's most recent maintenance runs, newest first, from Beat and from the API."""
+def get_jobs(
+    request: Request, agent_id: AgentId, limit: Limit = DEFAULT_PAGE_SIZE, job: JobFilter = None
+) -> JSONResponse:
+    """The agent's most recent maintenance runs, newest first, from Beat and from the API (of one ``job``)."""
+    if job is not None and job not in JOB_NAMES:
+        raise validation_failed([("query.job", f"must be one of {', '.join(JOB_NAMES)}")])
     with get_state(request).sessions() as session:
-        runs = list_runs(session, agent_id, limit=limit)
+        runs = list_runs(session, agent_id, limit=limit, job=job)
     return answer(200, {"runs": [run_view(run) for run in runs]})

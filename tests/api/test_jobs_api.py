@@ -76,6 +76,8 @@ def test_run_a_job_now_and_see_it_in_the_list(stack: JobsStack) -> None:
     assert shown["result"]["entities_scored"] >= 2
     assert shown["error"] is None
 
+    assert stack.http.get(f"/v1/agents/{agent}/jobs", params={"job": "importance"}).json()["runs"] == [shown]
+    assert stack.http.get(f"/v1/agents/{agent}/jobs", params={"job": "memify"}).json()["runs"] == []
     # Agent-scoped: another agent sees none of it.
     assert stack.http.get(f"/v1/agents/{new_agent()}/jobs").json() == {"runs": []}
 
@@ -129,6 +131,10 @@ def test_bad_input_is_answered_naming_the_field(stack: JobsStack) -> None:
         assert answer.json()["detail"][0]["field"] == "query.limit"
         assert "query.limit" in answer.json()["error"]
 
+    wrong_job = stack.http.get(f"/v1/agents/{agent}/jobs", params={"job": "defrag"})
+    assert wrong_job.status_code == 422
+    assert wrong_job.json()["detail"][0]["field"] == "query.job"
+
     assert httpx.post(f"{stack.base_url}/v1/agents/{agent}/jobs/importance").status_code == 401
     assert httpx.get(f"{stack.base_url}/v1/agents/{agent}/jobs").status_code == 401
     # Nothing was queued by any of these.
@@ -163,4 +169,5 @@ def test_client_runs_and_lists_jobs_sync_and_async(stack: JobsStack) -> None:
     assert len(newest) == 1
     with AranduClient(stack.base_url, TEST_API_KEY) as client:
         assert [run.status for run in client.list_jobs(agent).runs] == ["done", "done"]
+        assert client.list_jobs(agent, job="memify").runs == []
         assert client.list_jobs(agent).runs[0].job_run_id == newest[0]

@@ -129,7 +129,7 @@ def _run(task: Task, job: str, run_id: str) -> str:
         logger.info("%s run %s is not queued any more; nothing to do", job, run_id)
         return "skipped"
     try:
-        result = _job(task.app, job)(context, run.agent_id, context.base_config)
+        result = dict(_job(task.app, job)(context, run.agent_id, context.base_config))
     except SoftTimeLimitExceeded as error:
         message = f"soft time limit of {TIME_LIMITS[job].soft:g} s exceeded"
         with context.sessions.begin() as session:
@@ -143,7 +143,7 @@ def _run(task: Task, job: str, run_id: str) -> str:
         # Re-raised so Flower shows the task as FAILURE with its exception; the run row has it too.
         raise
     with context.sessions.begin() as session:
-        finish_run(session, run_uuid, "done", result=dict(result))
+        finish_run(session, run_uuid, "done", result=result)
     return "done"
 
 
