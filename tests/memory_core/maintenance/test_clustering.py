@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from datetime import timedelta
@@ -259,3 +260,36 @@ def test_broad_query_after_clustering_is_cluster_first_with_the_summary(
     assert lines[1] == f"- {fernanda.label}: {fernanda.summary_text}"
     member_lines = {f"  - {row.fact_text}" for row in fernanda_facts}
     assert set(lines[2 : 2 + len(fernanda_facts)]) == member_lines
+
+
+def test_the_offline_bundle_runs_clustering_communities_and_consolidation_in_a_cycle(
+    make_context: ContextFactory, memory: JobMemory, settings: Settings
+) -> None:
+    from memory_core.cognition.maintenance_skills import build_offline_maintenance_skills
+
+    write_messages(
+        settings,
+        HashingEmbedder(384),
+        memory.agent_id,
+        [
+            "A Fernanda trabalha na Orion Tech.",
+            "A Fernanda mora em Campinas.",
+            "O Bruno trabalha na Orion Tech.",
+            "O Bruno mora em Campinas.",
+            "Estou feliz com o time!",
+        ],
+        start=NOW - timedelta(days=1),
+    )
+    context = make_context(build_offline_maintenance_skills(), now=NOW)
+
+    results = {job: run_job(context, memory.agent_id, job) for job in ("clustering", "communities", "consolidation")}
+
+    assert results["clustering"]["clusters_created"] >= 2
+    assert results["communities"]["skipped"] is False
+    assert results["communities"]["communities_found"] >= 1  # the works_at / lives_in edges connect them
+    assert results["consolidation"]["skipped"] is False
+    assert all(json.loads(json.dumps(result)) == result for result in results.values())  # JSON-friendly
+    again = {job: run_job(context, memory.agent_id, job) for job in ("clustering", "communities", "consolidation")}
+    assert again["clustering"]["summaries_generated"] == 0
+    assert again["communities"]["communities_created"] == again["communities"]["entity_communities_created"] == 0
+    assert again["consolidation"]["observations_created"] == 0
