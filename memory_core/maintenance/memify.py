@@ -20,9 +20,10 @@ Three steps per agent, each bounded:
    reinforced) gets ``is_stale = false`` again. Nothing is deleted.
 
 2. **Merges** of near-duplicate active facts of one entity: cosine similarity of their
-   embeddings >= ``memify_merge_similarity_threshold`` (0.90) and the same attribute key (or
-   one without any). The strongest fact of a group (vitality, then confidence, reinforcement,
-   recency) is kept; each duplicate is closed as the write path closes a replaced fact
+   embeddings >= ``memify_merge_similarity_threshold`` (0.90), the same attribute key (or
+   one without any), and one fact's content words all found in the other (:func:`restates`:
+   similar embeddings alone would merge "likes chess" into "likes running"). The strongest
+   fact of a group (vitality, then confidence, reinforcement, recency) is kept; each duplicate is closed as the write path closes a replaced fact
    (``valid_to`` and ``invalidated_at`` = now, so time travel still finds it), the kept fact
    takes over its reinforcements (+1 for the repetition itself), retrievals, confidence if
    higher, entity links, and the relationships it was evidence for, and points at it through
@@ -59,6 +60,8 @@ from memory_core.cognition.maintenance_models import DistillInput, FactLine
 from memory_core.config import MemoryConfig
 from memory_core.maintenance.context import MaintenanceContext
 from memory_core.maintenance.entity_facts import SkillTally
+from memory_core.maintenance.union_find import connected_components
+from memory_core.providers.hashing_embedder import content_words
 from memory_core.write.repository import vector_literal
 
 __all__ = [
@@ -205,15 +208,15 @@ def _score_vitality(session: Session, agent_id: str, config: MemoryConfig, now: 
 _PAIRS_SQL = text(
     """
     WITH recent AS (
-        SELECT id, entity_key, attribute_key, embedding_vec FROM (
-            SELECT f.id, f.entity_key, f.attribute_key, f.embedding_vec,
+        SELECT id, entity_key, attribute_key, fact_text, embedding_vec FROM (
+            SELECT f.id, f.entity_key, f.attribute_key, f.fact_text, f.embedding_vec,
                    row_number() OVER (PARTITION BY f.entity_key ORDER BY f.valid_from DESC, f.id) AS position
             FROM memory_facts f
             WHERE f.agent_id = :agent AND f.valid_to IS NULL AND f.embedding_vec IS NOT NULL
         ) ranked
         WHERE position <= :scan
     )
-    SELECT a.id AS a_id, b.id AS b_id
+    SELECT a.id AS a_id, b.id AS b_id, a.fact_text AS a_text, b.fact_text AS b_text
     FROM recent a JOIN recent b ON b.entity_key = a.entity_key AND a.id < b.id
     WHERE (a.attribute_key = b.attribute_key OR a.attribute_key IS NULL OR b.attribute_key IS NULL)
       AND (a.embedding_vec <=> b.embedding_vec) <= 1 - :threshold
@@ -299,28 +302,27 @@ def _strength(row: Any) -> tuple[float, float, int, float, str]:
     )
 
 
+def restates(first: str, second: str) -> bool:
+    """Whether one fact only restates the other: every content word of one appears in the other.
+
+    Embedding similarity alone cannot tell "Ana likes chess" from "Ana likes running": short
+    sentences that differ in their one informative word score above 0.9 with many models, and
+    always with the offline hashing embedder. Merging those would lose a fact, so a merge also
+    needs the words to agree ("Ana lives in Lisbon" / "Ana lives in Lisbon, Portugal" merge).
+    """
+    a, b = set(content_words(first)), set(content_words(second))
+    return bool(a and b) and (a <= b or b <= a)
+
+
 def _groups(pairs: list[tuple[str, str]]) -> list[tuple[list[str], set[tuple[str, str]]]]:
-    """Connected groups of similar facts (union-find), each with its similar pairs."""
-    parent: dict[str, str] = {}
-
-    def find(node: str) -> str:
-        parent.setdefault(node, node)
-        while parent[node] != node:
-            parent[node] = parent[parent[node]]
-            node = parent[node]
-        return node
-
-    for a, b in pairs:
-        root_a, root_b = find(a), find(b)
-        if root_a != root_b:
-            parent[max(root_a, root_b)] = min(root_a, root_b)
-    members: dict[str, list[str]] = {}
-    for node in list(parent):
-        members.setdefault(find(node), []).append(node)
-    edges: dict[str, set[tuple[str, str]]] = {}
-    for a, b in pairs:
-        edges.setdefault(find(a), set()).update({(a, b), (b, a)})
-    return [(sorted(nodes), edges[root]) for root, nodes in sorted(members.items())]
+    """Connected groups of similar facts, each with its similar pairs (both directions)."""
+    components = connected_components((node for pair in pairs for node in pair), pairs, min_size=2)
+    edges = {(a, b) for a, b in pairs} | {(b, a) for a, b in pairs}
+    groups = []
+    for component in components:
+        members = set(component)
+        groups.append((sorted(component), {edge for edge in edges if edge[0] in members}))
+    return sorted(groups)
 
 
 def _merge_group(
@@ -358,6 +360,7 @@ def _merge_duplicates(context: MaintenanceContext, agent_id: str, config: Memory
                     "max_pairs": MAX_MERGE_GROUPS * 10,
                 },
             ).all()
+            if restates(row.a_text, row.b_text)
         ]
     merges: list[list[str]] = []
     closed_count = 0

@@ -141,6 +141,31 @@ def test_near_duplicates_are_merged_into_the_strongest_keeping_the_data(
     assert second["merges_executed"] == 0
 
 
+def test_facts_that_differ_in_their_informative_word_are_never_merged(
+    make_context: ContextFactory, memory: JobMemory
+) -> None:
+    ana = memory.entity("Ana")
+    chess = memory.fact("Ana gosta de xadrez", ana, attribute_key="preference.hobby")
+    running = memory.fact("Ana gosta de corrida", ana, attribute_key="preference.hobby")
+    restated = memory.fact("Ana gosta muito de xadrez", ana, attribute_key="preference.hobby")
+    # A model that finds all three the same statement (real models score such pairs above 0.9).
+    memory.execute(
+        "UPDATE memory_facts SET embedding_vec = (SELECT embedding_vec FROM memory_facts WHERE id = :chess) "
+        "WHERE agent_id = :agent",
+        chess=chess,
+    )
+    context = make_context(skills_bundle(distill=OfflineDistillSkill()))
+
+    result = run_job(context, memory.agent_id, "memify")
+
+    # "corrida" is another hobby, not a restatement: it stays, whatever the embeddings say.
+    assert memory.fact_row(running).valid_to is None
+    assert result["merges_executed"] == 1
+    [merge] = result["merges"]
+    assert sorted(merge) == sorted([chess, restated])
+    assert [memory.fact_row(chess).valid_to is None, memory.fact_row(restated).valid_to is None].count(True) == 1
+
+
 def _meetups(memory: JobMemory, key: str, count_: int, start: int = 0) -> list[str]:
     topics = ["Python", "data", "JavaScript", "Rust", "cloud"]
     return [
