@@ -20,17 +20,17 @@ Three steps per agent, each bounded:
    reinforced) gets ``is_stale = false`` again. Nothing is deleted.
 
 2. **Merges** of near-duplicate active facts of one entity: cosine similarity of their
-   embeddings >= ``memify_merge_similarity_threshold`` (0.90), the same attribute key (or
-   one without any), and one fact's content words all found in the other (:func:`restates`:
-   similar embeddings alone would merge "likes chess" into "likes running"). The strongest
-   fact of a group (vitality, then confidence, reinforcement, recency) is kept; each duplicate is closed as the write path closes a replaced fact
-   (``valid_to`` and ``invalidated_at`` = now, so time travel still finds it), the kept fact
-   takes over its reinforcements (+1 for the repetition itself), retrievals, confidence if
-   higher, entity links, and the relationships it was evidence for, and points at it through
-   ``supersedes_fact_id`` when it has no predecessor yet (one pointer column: with several
-   duplicates only the first is recorded there; the others stay readable by id). At most
-   :data:`MAX_MERGE_GROUPS` groups a run; pairs are sought among each entity's
-   :data:`MERGE_SCAN_FACTS` newest facts.
+   embeddings >= ``memify_merge_similarity_threshold`` (0.90), the same attribute key (or one
+   without any), and one fact's content words all found in the other (:func:`restates`: similar
+   embeddings alone would merge "likes chess" into "likes running"). The strongest fact of a
+   group (vitality, then confidence, reinforcement, recency) is kept; each duplicate is closed
+   as the write path closes a replaced fact (``valid_to`` and ``invalidated_at`` = now, so time
+   travel still finds it), the kept fact takes over its reinforcements (+1 for the repetition
+   itself), retrievals, confidence if higher, entity links, and the relationships it was
+   evidence for, and points at it through ``supersedes_fact_id`` when it has no predecessor yet
+   (one pointer column: with several duplicates only the first is recorded there; the others
+   stay readable by id). At most :data:`MAX_MERGE_GROUPS` groups a run; pairs are sought among
+   each entity's :data:`MERGE_SCAN_FACTS` newest facts.
 
 3. **Distillation** of episodic facts into general knowledge: an entity's active facts that
    share an attribute key, at least :data:`DISTILL_MIN_FACTS` of them (repeated instances of
