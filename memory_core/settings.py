@@ -7,6 +7,7 @@ setting's environment name in the message instead of failing later mid-request.
 
 from __future__ import annotations
 
+import json
 import os
 from enum import StrEnum
 from functools import lru_cache
@@ -116,7 +117,7 @@ class Settings(BaseSettings):
     # A maintenance task not started this long after it was sent is dropped, and its run guard released.
     maintenance_task_expires_s: float = Field(default=3600.0, ge=10, le=7 * 24 * 3600)
     # Per-job cadence overrides in seconds, as JSON ({"importance": 7200}); jobs not named keep beat_schedule.py's.
-    maintenance_cadences: dict[str, Annotated[float, Field(ge=10)]] = Field(default_factory=dict)
+    maintenance_cadences: Annotated[dict[str, float], NoDecode] = Field(default_factory=dict)
     database_pool_size: int = Field(default=10, ge=1, le=200)
     # Retrieval counters (times_retrieved, last_retrieved_at) are queued and written this often; 0 = in the request.
     retrieval_bookkeeping_flush_s: float = Field(default=1.0, ge=0, le=600)
@@ -161,6 +162,22 @@ class Settings(BaseSettings):
     @classmethod
     def _upper_log_level(cls, value: Any) -> Any:
         return value.upper() if isinstance(value, str) else value
+
+    @field_validator("maintenance_cadences", mode="before")
+    @classmethod
+    def _parse_cadences(cls, value: Any) -> Any:
+        # Parsed here rather than by pydantic-settings so that bad JSON names the variable too.
+        if isinstance(value, str):
+            try:
+                value = json.loads(value) if value.strip() else {}
+            except ValueError:
+                raise ValueError('must be a JSON object of job name to seconds, e.g. {"importance": 7200}') from None
+        if not isinstance(value, dict):
+            raise ValueError('must be a JSON object of job name to seconds, e.g. {"importance": 7200}')
+        for job, seconds in value.items():
+            if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not seconds >= 10:
+                raise ValueError(f"{job}: the interval must be a number of seconds, at least 10")
+        return value
 
     @field_validator("database_url")
     @classmethod

@@ -16,7 +16,7 @@ from celery.schedules import crontab
 
 from beat_schedule import build_beat_schedule
 from memory_core.maintenance.registry import JOB_NAMES
-from memory_core.settings import Settings, SettingsError
+from memory_core.settings import Settings, SettingsError, load_settings
 from tests.support.services import TestServices
 from tests.support.workers import running_worker
 from tests.workers.maintenance_support import JobRuns, fan_out, jobs_settings, maintenance_app, new_agent, remember
@@ -75,6 +75,15 @@ def test_cadence_overrides_apply_and_unknown_jobs_are_refused(settings: Settings
     wrong = settings.model_copy(update={"maintenance_cadences": {"importanse": 600.0}})
     with pytest.raises(SettingsError, match=r"ARANDU_MAINTENANCE_CADENCES.*importanse"):
         build_beat_schedule(wrong)
+
+
+def test_cadences_come_from_the_environment_and_bad_values_name_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ARANDU_MAINTENANCE_CADENCES", '{"importance": 7200, "memify": 43200}')
+    assert load_settings().maintenance_cadences == {"importance": 7200.0, "memify": 43200.0}
+    for bad in ('{"importance": 5}', '{"importance": "often"}', "every hour"):
+        monkeypatch.setenv("ARANDU_MAINTENANCE_CADENCES", bad)
+        with pytest.raises(SettingsError, match="ARANDU_MAINTENANCE_CADENCES"):
+            load_settings()
 
 
 def test_fan_out_queues_one_run_per_agent_with_new_events_and_none_for_idle_agents(
