@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from arandu_cli.exit_codes import ExitCode
-from arandu_cli.output import console, fail
+from arandu_cli.output import console, emit_json, fail
 from arandu_cli.target import load_cli_settings
 from memory_core.db.engine import create_db_engine
 from memory_core.db.migrate import DatabaseSchemaError, check_schema, current_revision, head_revision, upgrade
@@ -35,22 +35,30 @@ def upgrade_command(
     console.print(f"database migrated to {revision} ({settings.dimensions}-dimensional embeddings)", markup=False)
 
 
+AsJson = Annotated[bool, typer.Option("--json", help="Print the answer as JSON.")]
+
+
 @db.command("check")
-def check_command() -> None:
+def check_command(as_json: AsJson = False) -> None:
     """Exit 1 unless the database is reachable, has pgvector, is migrated and fits the embedding size."""
     settings = load_cli_settings()
     engine = create_db_engine(settings, pool_size=1)
     try:
         check_schema(engine, settings)
     except DatabaseSchemaError as error:
+        if as_json:
+            emit_json({"current": False, "error": str(error)})
         raise _failed(error) from None
     finally:
         engine.dispose()
+    if as_json:
+        emit_json({"current": True, "revision": head_revision(), "embedding_dimensions": settings.dimensions})
+        return
     console.print(f"database schema is current ({head_revision()})", markup=False)
 
 
 @db.command("current")
-def current_command() -> None:
+def current_command(as_json: AsJson = False) -> None:
     """The migration the database is at."""
     settings = load_cli_settings()
     engine = create_db_engine(settings, pool_size=1)
@@ -60,4 +68,7 @@ def current_command() -> None:
         raise _failed(RuntimeError(f"cannot read the database's revision: {type(error).__name__}: {error}")) from None
     finally:
         engine.dispose()
+    if as_json:
+        emit_json({"revision": revision, "head": head_revision()})
+        return
     console.print(f"{revision or '(none)'} (this code: {head_revision()})", markup=False)

@@ -69,12 +69,13 @@ def run_job(
 def list_jobs(
     ctx: typer.Context,
     agent: Agent,
+    job: Annotated[str | None, typer.Option("--job", "-j", help="Only the runs of this job.")] = None,
     limit: Annotated[int, typer.Option("--limit", min=1, max=500, help="How many recent runs.")] = 50,
     as_json: AsJson = False,
 ) -> None:
     """The agent's most recent job runs, newest first."""
     with connected(ctx.obj) as client:
-        page = client.list_jobs(agent, limit=limit)
+        page = client.list_jobs(agent, limit=limit, job=job)
     if as_json:
         emit_json(page)
         return

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from typer.testing import CliRunner, Result
 
 from arandu_cli.exit_codes import ExitCode
@@ -30,6 +32,8 @@ def test_db_upgrade_migrates_a_new_database_and_check_tells_a_mismatch(services:
     checked = _db(["check"], url)
     assert checked.exit_code == 0, checked.output
     assert head_revision() in _db(["current"], url).stdout
+    assert json.loads(_db(["current", "--json"], url).stdout) == {"revision": head_revision(), "head": head_revision()}
+    assert json.loads(_db(["check", "--json"], url).stdout)["current"] is True
 
     other = _db(["check"], url, dimensions=1536)
     assert other.exit_code == ExitCode.FAILED

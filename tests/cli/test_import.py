@@ -73,6 +73,31 @@ def test_import_follows_500_messages_to_the_end_and_a_rerun_creates_nothing(
     assert cli_stack.count("SELECT count(*) FROM memory_facts WHERE agent_id = :agent", agent=agent) == facts
 
 
+def test_an_import_left_unfinished_is_followed_to_the_end_by_running_it_again(
+    cli_stack: CliStack, agent: str, tmp_path: Path
+) -> None:
+    history = write_ndjson(tmp_path / "history.ndjson", _history(300))
+
+    cut_short = cli_stack.run(["import", str(history), "--agent", agent, "--timeout", "0.5", "--json"])
+
+    assert cut_short.exit_code == ExitCode.TIMEOUT, cut_short.output
+    first = json.loads(cut_short.stdout)
+    assert first["status"] == "timeout"
+    assert first["new"] == 300
+    assert first["pending"] > 0
+    assert "still pending" in cut_short.stderr
+
+    resumed = cli_stack.run(["import", str(history), "--agent", agent, "--json"])
+
+    assert resumed.exit_code == 0, resumed.output
+    outcome = json.loads(resumed.stdout)
+    assert (outcome["new"], outcome["already_imported"], outcome["done"], outcome["pending"]) == (0, 300, 300, 0)
+    progress = [tuple(map(int, match)) for match in PROGRESS.findall(resumed.stderr)]
+    assert progress[0][4] > 0, "the second run found messages of the first one still pending and followed them"
+    assert progress[-1] == (300, 300, 300, 0, 0)
+    assert _events(cli_stack, agent) == 300
+
+
 def test_a_malformed_line_is_named_with_its_line_number_and_nothing_is_sent(
     cli_stack: CliStack, agent: str, tmp_path: Path
 ) -> None:

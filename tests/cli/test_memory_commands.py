@@ -163,6 +163,9 @@ def test_jobs_run_and_list(cli_stack: CliStack, remembered: Remembered) -> None:
     queued = cli_stack.run(["jobs", "run", "summaries", "--agent", remembered.agent])
     assert queued.exit_code == 0, queued.output
     assert "job summaries queued" in queued.stdout
+    only = cli_stack.run(["jobs", "list", "--agent", remembered.agent, "--job", "summaries", "--json"])
+    assert only.exit_code == 0, only.output
+    assert {item["job"] for item in json.loads(only.stdout)["runs"]} == {"summaries"}
 
     unknown = cli_stack.run(["jobs", "run", "defragment", "--agent", remembered.agent])
     assert unknown.exit_code == ExitCode.NOT_FOUND
