@@ -59,12 +59,17 @@ PIPELINE_SWEEPER: dict[str, Any] = {
 
 
 def maintenance_entry(job: str, schedule: crontab | float, period_s: float) -> dict[str, Any]:
-    """The Beat entry of ``job``: its fan-out on the ``maintenance`` queue, expiring within half a period."""
+    """The Beat entry of ``job``: its fan-out, expiring within half a period.
+
+    The fan-out is a quick query plus sends, so it goes to the ``apply`` pool (threads that never
+    run long tasks, like the sweeper): on the ``maintenance`` pool it would wait behind a job of up
+    to 15 minutes and could expire, skipping a whole cycle. The runs it queues go to ``maintenance``.
+    """
     return {
         "task": "maintenance.fan_out",
         "schedule": schedule,
         "args": (job,),
-        "options": {"queue": "maintenance", "expires": min(MAX_FAN_OUT_EXPIRES_S, period_s / 2)},
+        "options": {"queue": "apply", "expires": min(MAX_FAN_OUT_EXPIRES_S, period_s / 2)},
     }
 
 
