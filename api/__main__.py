@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 import logging
+import socket
 import sys
 
 import uvicorn
 
 from memory_core.db.migrate import DatabaseSchemaError
 from memory_core.settings import SettingsError, get_settings
+
+
+def _shared_socket(host: str, port: int) -> socket.socket:
+    """The listening socket, bound with SO_REUSEPORT: ``./ops/dev`` may run several API processes on
+    one port (ARANDU_API_PROCESSES) and the kernel spreads connections over them."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host, port))
+    return sock
 
 
 def main() -> int:
@@ -32,7 +44,7 @@ def main() -> int:
             lifespan="on",
         )
         server = uvicorn.Server(config)
-        server.run()
+        server.run(sockets=[_shared_socket(settings.api_host, settings.api_port)])
     except DatabaseSchemaError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

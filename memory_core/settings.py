@@ -113,6 +113,8 @@ class Settings(BaseSettings):
     # Worker processes ./ops/dev starts for the apply queue: its stages are CPU-bound Python,
     # so one process is capped by its GIL; the agent lock already serialises each agent.
     apply_processes: int = Field(default=2, ge=1, le=16)
+    # API processes ./ops/dev starts on the one port (SO_REUSEPORT): each is one GIL.
+    api_processes: int = Field(default=2, ge=1, le=16)
     maintenance_concurrency: int = Field(default=1, ge=1, le=64)
     # A maintenance task not started this long after it was sent is dropped, and its run guard released.
     maintenance_task_expires_s: float = Field(default=3600.0, ge=10, le=7 * 24 * 3600)

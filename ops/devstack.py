@@ -149,8 +149,16 @@ class DevStack:
         logs = self.home / "logs"
         specs = [
             ("api", [python, "-m", "api"]),
+            *((f"api-{index}", [python, "-m", "api"]) for index in range(2, settings.api_processes + 1)),
             ("worker-ingest", [python, "-m", "workers", "worker", "--queue", "ingest"]),
             ("worker-apply", [python, "-m", "workers", "worker", "--queue", "apply"]),
+            *(
+                (
+                    f"worker-apply-{index}",
+                    [python, "-m", "workers", "worker", "--queue", "apply", "--name", f"apply{index}"],
+                )
+                for index in range(2, settings.apply_processes + 1)
+            ),
             ("worker-maintenance", [python, "-m", "workers", "worker", "--queue", "maintenance"]),
             ("beat", [python, "-m", "workers", "beat"]),
             ("flower", [python, "-m", "workers", "flower"]),
@@ -175,7 +183,8 @@ class DevStack:
         api_url = f"http://{settings.api_host}:{settings.api_port}/readyz"
         flower_url = f"http://{settings.flower_host}:{settings.flower_port}/healthcheck"
         celery_app = create_celery_app(settings)
-        pending = {"api", "flower", "ingest", "apply", "maintenance"}
+        workers = {"ingest", "apply", "maintenance", *(f"apply{i}" for i in range(2, settings.apply_processes + 1))}
+        pending = {"api", "flower", *workers}
         with httpx.Client(timeout=2.0) as client:
             while pending:
                 if self.stop_event.is_set():
@@ -188,7 +197,7 @@ class DevStack:
                         with contextlib.suppress(httpx.HTTPError):
                             if client.get(url).status_code == 200:
                                 pending.discard(name)
-                if pending & {"ingest", "apply", "maintenance"}:
+                if pending & workers:
                     for reply in celery_app.control.ping(timeout=0.5) or []:
                         for node in reply:
                             pending.discard(node.split("@", 1)[0])

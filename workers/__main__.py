@@ -37,8 +37,11 @@ def _check_database(settings: Settings) -> None:
         engine.dispose()
 
 
-def run_worker(settings: Settings, queue: str) -> None:
-    """Run a worker consuming ``queue`` until it receives SIGTERM (warm shutdown) or SIGINT."""
+def run_worker(settings: Settings, queue: str, name: str | None = None) -> None:
+    """Run a worker consuming ``queue`` until it receives SIGTERM (warm shutdown) or SIGINT.
+
+    ``name`` (default: the queue) tells apart several worker processes of one queue on a host.
+    """
     from workers.celery_app import app
 
     _check_database(settings)
@@ -48,7 +51,7 @@ def run_worker(settings: Settings, queue: str) -> None:
             f"--queues={queue}",
             f"--pool={POOLS[queue]}",
             f"--concurrency={_concurrency(settings, queue)}",
-            f"--hostname={queue}@%h",
+            f"--hostname={name or queue}@%h",
             f"--loglevel={settings.log_level.value}",
             "--task-events",
             # Workers of one pool do not need each other's heartbeats; this keeps broker chatter down.
@@ -99,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="process", required=True)
     worker = sub.add_parser("worker", help="a worker pool for one queue")
     worker.add_argument("--queue", required=True, choices=sorted(POOLS))
+    worker.add_argument("--name", help="node name when several processes consume one queue (default: the queue)")
     sub.add_parser("beat", help="the periodic scheduler")
     sub.add_parser("flower", help="the monitoring UI")
     args = parser.parse_args(argv)
@@ -106,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = get_settings()
         logging.basicConfig(level=settings.log_level.value, format="%(asctime)s %(levelname)s %(name)s %(message)s")
         if args.process == "worker":
-            run_worker(settings, args.queue)
+            run_worker(settings, args.queue, args.name)
         elif args.process == "beat":
             run_beat(settings)
         else:

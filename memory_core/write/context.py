@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Engine
+import orjson
+from psycopg.types.json import set_json_loads
+from sqlalchemy import Engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
 from memory_core.cognition.write_skills import WriteSkills
@@ -50,6 +53,25 @@ def build_write_skills(settings: Settings) -> WriteSkills:
     return build_llm_write_skills(provider)
 
 
+def _loads(data: str | bytes) -> Any:
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:  # integers past 64 bits: the standard library reads them
+        return json.loads(data)
+
+
+def fast_json(engine: Engine) -> None:
+    """Decode ``json``/``jsonb`` columns with orjson on ``engine``'s connections.
+
+    Stage outputs carry embeddings as JSON arrays, and every stage reads the outputs before
+    it: with the standard library, decoding them was a tenth of a worker's CPU.
+    """
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        set_json_loads(_loads, dbapi_connection)
+
+
 def build_write_context(
     settings: Settings,
     *,
@@ -59,6 +81,7 @@ def build_write_context(
 ) -> WriteContext:
     """A context for ``settings``; tests pass scripted skills or embedders explicitly."""
     engine = create_db_engine(settings, pool_size=pool_size)
+    fast_json(engine)
     return WriteContext(
         settings=settings,
         engine=engine,

@@ -7,13 +7,13 @@ agent returns the existing event and creates nothing.
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
 from sqlalchemy import insert, select, text, update
 from sqlalchemy.orm import Session
 
@@ -93,7 +93,7 @@ def accept_messages(
         ]
         # One cached statement and one round trip, whatever the batch size: events and their
         # runs are inserted together; a known (agent_id, message_id) inserts neither.
-        inserted = set(session.execute(_INSERT_EVENTS_AND_RUNS, {"rows": json.dumps(rows)}).scalars())
+        inserted = set(session.execute(_INSERT_EVENTS_AND_RUNS, {"rows": orjson.dumps(rows).decode()}).scalars())
 
     known: dict[str, tuple[uuid.UUID, str]] = {}
     duplicate_ids = [message.message_id for event_id, message in planned if event_id not in inserted]

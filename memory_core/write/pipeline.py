@@ -9,7 +9,6 @@ under the agent's advisory lock.
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -19,6 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+import orjson
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
@@ -126,20 +126,19 @@ class _Computed:
     event_row: dict[str, Any] | None = None
 
 
-def _compute_extract(ctx: WriteContext, run: RunView) -> _Computed:
+def _compute_extract(ctx: WriteContext, session: Session, run: RunView) -> _Computed:
     started = time.perf_counter()
     cache = SkillCache(ctx.sessions, run.event_id, run.stage_outputs.get("llm_cache") or {})
-    with reading(ctx) as session:
-        result = compute_extraction(
-            ctx,
-            session,
-            agent_id=run.agent_id,
-            message=run.text,
-            speaker=run.speaker,
-            occurred_at=run.occurred_at,
-            options=run.options,
-            cache=cache,
-        )
+    result = compute_extraction(
+        ctx,
+        session,
+        agent_id=run.agent_id,
+        message=run.text,
+        speaker=run.speaker,
+        occurred_at=run.occurred_at,
+        options=run.options,
+        cache=cache,
+    )
     emotion = result.emotion
     return _Computed(
         StageCompletion(
@@ -158,21 +157,20 @@ def _compute_extract(ctx: WriteContext, run: RunView) -> _Computed:
     )
 
 
-def _compute_resolve(ctx: WriteContext, run: RunView) -> _Computed:
+def _compute_resolve(ctx: WriteContext, session: Session, run: RunView) -> _Computed:
     started = time.perf_counter()
     extract = ExtractStageOutput.model_validate(run.stage_outputs["extract"])
     cache = SkillCache(ctx.sessions, run.event_id, run.stage_outputs.get("llm_cache") or {})
-    with reading(ctx) as session:
-        output = resolve_entities(
-            ctx,
-            session,
-            agent_id=run.agent_id,
-            speaker=run.speaker,
-            message=run.text,
-            entities=extract.extraction.entities,
-            config=ctx.config_for(run.options),
-            cache=cache,
-        )
+    output = resolve_entities(
+        ctx,
+        session,
+        agent_id=run.agent_id,
+        speaker=run.speaker,
+        message=run.text,
+        entities=extract.extraction.entities,
+        config=ctx.config_for(run.options),
+        cache=cache,
+    )
     return _Computed(
         StageCompletion(
             run.event_id,
@@ -183,23 +181,22 @@ def _compute_resolve(ctx: WriteContext, run: RunView) -> _Computed:
     )
 
 
-def _compute_reconcile(ctx: WriteContext, run: RunView) -> _Computed:
+def _compute_reconcile(ctx: WriteContext, session: Session, run: RunView) -> _Computed:
     started = time.perf_counter()
     extract = ExtractStageOutput.model_validate(run.stage_outputs["extract"])
     resolution = ResolveStageOutput.model_validate(run.stage_outputs["resolve"])
     cache = SkillCache(ctx.sessions, run.event_id, run.stage_outputs.get("llm_cache") or {})
-    with reading(ctx) as session:
-        output = reconcile_facts(
-            ctx,
-            session,
-            agent_id=run.agent_id,
-            facts=extract.facts,
-            entities=resolution.entities,
-            speaker_key=speaker_entity(run.speaker)[0],
-            occurred_at_iso=run.occurred_at.isoformat(),
-            config=ctx.config_for(run.options),
-            cache=cache,
-        )
+    output = reconcile_facts(
+        ctx,
+        session,
+        agent_id=run.agent_id,
+        facts=extract.facts,
+        entities=resolution.entities,
+        speaker_key=speaker_entity(run.speaker)[0],
+        occurred_at_iso=run.occurred_at.isoformat(),
+        config=ctx.config_for(run.options),
+        cache=cache,
+    )
     return _Computed(
         StageCompletion(
             run.event_id,
@@ -210,7 +207,7 @@ def _compute_reconcile(ctx: WriteContext, run: RunView) -> _Computed:
     )
 
 
-_COMPUTE: dict[str, Callable[[WriteContext, RunView], _Computed]] = {
+_COMPUTE: dict[str, Callable[[WriteContext, Session, RunView], _Computed]] = {
     "extract": _compute_extract,
     "resolve": _compute_resolve,
     "reconcile": _compute_reconcile,
@@ -218,27 +215,40 @@ _COMPUTE: dict[str, Callable[[WriteContext, RunView], _Computed]] = {
 
 
 def _compute_all(
-    ctx: WriteContext, stage: str, ready: Sequence[RunView], outcomes: dict[uuid.UUID, StageResult]
+    ctx: WriteContext,
+    session: Session,
+    stage: str,
+    ready: Sequence[RunView],
+    outcomes: dict[uuid.UUID, StageResult],
 ) -> list[_Computed]:
     """Compute ``stage`` for every ready run; a run whose computation raised gets the error as its outcome.
 
-    With LLM skills the runs of a chunk are computed at once, so their model calls overlap;
-    offline skills are pure CPU and gain nothing from threads under the GIL.
+    With LLM skills the runs of a chunk are computed at once, each on a reading session of its
+    own, so their model calls overlap; offline skills are pure CPU and gain nothing from threads
+    under the GIL, so they run one after the other on the chunk's reading ``session`` (one
+    pooled connection for the whole chunk).
     """
     compute = _COMPUTE[stage]
 
-    def attempt(run: RunView) -> _Computed | Exception:
+    def attempt(run: RunView, shared: Session | None) -> _Computed | Exception:
         try:
-            return compute(ctx, run)
+            if shared is not None:
+                return compute(ctx, shared, run)
+            with reading(ctx) as own:
+                return compute(ctx, own, run)
         except Exception as error:  # the caller decides, per event, between retry and failure
+            if shared is not None:
+                shared.rollback()
             return error
 
     parallel = min(len(ready), ctx.settings.pipeline_chunk_parallelism)
+    results: list[_Computed | Exception]
     if parallel > 1 and ctx.skills.kind != "offline":
+        session.close()  # no pooled connection waits while the threads call the model
         with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix=f"arandu-{stage}") as pool:
-            results = list(pool.map(attempt, ready))
+            results = list(pool.map(lambda run: attempt(run, None), ready))
     else:
-        results = [attempt(run) for run in ready]
+        results = [attempt(run, session) for run in ready]
     computed: list[_Computed] = []
     for run, result in zip(ready, results, strict=True):
         if isinstance(result, Exception):
@@ -260,8 +270,8 @@ def run_stage_chunk(ctx: WriteContext, stage: str, event_ids: Sequence[uuid.UUID
     outcomes: dict[uuid.UUID, StageResult] = {}
     with reading(ctx) as session:
         runs = load_runs(session, event_ids, outputs=REQUIRED_OUTPUTS[stage])
-    ready = _ready_runs(runs, event_ids, stage, outcomes)
-    computed = _compute_all(ctx, stage, ready, outcomes)
+        ready = _ready_runs(runs, event_ids, stage, outcomes)
+        computed = _compute_all(ctx, session, stage, ready, outcomes)
     if computed:
         with ctx.sessions.begin() as session:
             advanced = complete_stages(
@@ -269,7 +279,7 @@ def run_stage_chunk(ctx: WriteContext, stage: str, event_ids: Sequence[uuid.UUID
             )
             rows = [item.event_row for item in computed if item.event_row and item.completion.event_id in advanced]
             if rows:
-                session.execute(_UPDATE_EVENTS, {"rows": json.dumps(rows)})
+                session.execute(_UPDATE_EVENTS, {"rows": orjson.dumps(rows).decode()})
         for item in computed:
             outcomes[item.completion.event_id] = "completed" if item.completion.event_id in advanced else "skipped"
     return outcomes

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import orjson
 from sqlalchemy import delete, func, literal, select, text, update
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
@@ -89,44 +89,60 @@ def load_runs(
     """
     if not event_ids:
         return {}
+    # Named columns, not ORM entities: the event's embedding (parsed from text by pgvector) and
+    # the run's result and usage are not needed by any stage, and decoding them cost more than
+    # the query itself.
     statement = (
-        select(PipelineRun, MemoryEvent)
+        select(
+            PipelineRun.event_id,
+            PipelineRun.agent_id,
+            PipelineRun.status,
+            PipelineRun.stage,
+            PipelineRun.attempts,
+            PipelineRun.options,
+            PipelineRun.llm_cache,
+            PipelineRun.timings,
+            PipelineRun.created_at,
+            MemoryEvent.text,
+            MemoryEvent.speaker,
+            MemoryEvent.session_id,
+            MemoryEvent.message_id,
+            MemoryEvent.occurred_at,
+        )
         .join(MemoryEvent, MemoryEvent.id == PipelineRun.event_id)
         .where(PipelineRun.event_id.in_(list(event_ids)))
         .order_by(PipelineRun.event_id)
     )
     if for_update:
         statement = statement.with_for_update(of=PipelineRun)
-    pairs = session.execute(statement).all()
-    stored: dict[uuid.UUID, dict[str, Any]] = {
-        run.event_id: {"llm_cache": dict(run.llm_cache or {})} for run, _ in pairs
-    }
-    if outputs and pairs:
-        rows = session.execute(
+    rows = session.execute(statement).all()
+    stored: dict[uuid.UUID, dict[str, Any]] = {row.event_id: {"llm_cache": dict(row.llm_cache or {})} for row in rows}
+    if outputs and rows:
+        found = session.execute(
             select(PipelineStageOutput.event_id, PipelineStageOutput.stage, PipelineStageOutput.output).where(
                 PipelineStageOutput.event_id.in_(list(stored)), PipelineStageOutput.stage.in_(list(outputs))
             )
         ).all()
-        for event_id, stage, output in rows:
+        for event_id, stage, output in found:
             stored[event_id][stage] = output
     return {
-        run.event_id: RunView(
-            event_id=run.event_id,
-            agent_id=run.agent_id,
-            status=run.status,
-            stage=run.stage,
-            attempts=run.attempts,
-            options=dict(run.options or {}),
-            stage_outputs=stored[run.event_id],
-            text=event.text,
-            speaker=event.speaker,
-            session_id=event.session_id,
-            message_id=event.message_id,
-            occurred_at=event.occurred_at,
-            created_at=run.created_at,
-            timings=dict(run.timings or {}),
+        row.event_id: RunView(
+            event_id=row.event_id,
+            agent_id=row.agent_id,
+            status=row.status,
+            stage=row.stage,
+            attempts=row.attempts,
+            options=dict(row.options or {}),
+            stage_outputs=stored[row.event_id],
+            text=row.text,
+            speaker=row.speaker,
+            session_id=row.session_id,
+            message_id=row.message_id,
+            occurred_at=row.occurred_at,
+            created_at=row.created_at,
+            timings=dict(row.timings or {}),
         )
-        for run, event in pairs
+        for row in rows
     }
 
 
@@ -193,7 +209,7 @@ def complete_stages(
     advanced = session.execute(
         _COMPLETE_STAGES,
         {
-            "rows": json.dumps(rows),
+            "rows": orjson.dumps(rows).decode(),
             "new_status": new_status,
             "stage": stage,
             "expected": STAGE_INPUT_STATUS[stage],

@@ -518,6 +518,18 @@ class CpuSnapshot:
             f"other processes on the machine: {self.foreign_share(earlier) * 100:.0f}%"
         )
 
+    def per_item_since(self, earlier: CpuSnapshot, items: int, top: int = 6) -> str:
+        """``worker-apply 12.3 ms, ...`` of CPU per item over the window, busiest first, and the total.
+
+        On a shared machine wall-clock rates depend on the neighbours; CPU per message much less.
+        """
+        if items <= 0:
+            return "n/a"
+        spent = sorted(self.since(earlier).items(), key=lambda item: -item[1])
+        total = sum(seconds for _, seconds in spent)
+        shown = ", ".join(f"{role} {seconds / items * 1000:.1f}" for role, seconds in spent[:top] if seconds > 0)
+        return f"{shown} (all: {total / items * 1000:.1f}) ms"
+
     def foreign_share(self, earlier: CpuSnapshot) -> float:
         """CPU used by processes outside the stack and the benchmark, in cores, over the window."""
         window = self.taken_at - earlier.taken_at
