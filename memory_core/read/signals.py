@@ -301,7 +301,7 @@ _GRAPH_HOP_CTE = """
 
 _GRAPH_LEVEL_KEYS = "SELECT key FROM {name}"
 
-# The facts of one BFS level (g0 = the query's entities and primed neighbours, then each hop),
+# The facts of one BFS level (the query's entities, the primed neighbours, then each hop),
 # best path per fact. A deeper level is read only while the shallower ones found fewer than
 # :graph_limit facts (the gate is a one-time filter: the level's facts are not even fetched),
 # which is exact because ``graph`` orders by depth first: a large agent's hop-2 frontier (100
@@ -410,6 +410,8 @@ def _graph_ctes(request: SignalRequest, fact_filter: str) -> list[str]:
         levels.append(name)
         visited.append(_GRAPH_LEVEL_KEYS.format(name=name))
         previous, previous_depth = name, depth
+    # The query's own entities (depth 0) come before the primed neighbours (depth 1): two levels.
+    levels = ["(SELECT * FROM g0 WHERE depth = 0)", "(SELECT * FROM g0 WHERE depth = 1)", *levels[1:]]
     fact_levels: list[str] = []
     for index, level in enumerate(levels):
         name = f"graph_lvl{index}"
