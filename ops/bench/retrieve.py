@@ -1569,7 +1569,7 @@ def recall_at_k(service: Sequence[float], exact: Sequence[float], k: int, min_si
 
 
 def measure_recall(ctx: Any, database_url: str, result: SizeResult, queries: Sequence[str]) -> None:
-    """The semantic signal as the service runs it (strategy chosen by count, HNSW guard) against an exact scan."""
+    """The semantic signal as the service runs it (agent index, or strategy by count; guard) against an exact scan."""
     from sqlalchemy import text as sql
 
     from memory_core.read.entities import resolve_query_context
@@ -1594,6 +1594,8 @@ def measure_recall(ctx: Any, database_url: str, result: SizeResult, queries: Seq
                     query_vector=vector,
                     agent_facts=qctx.agent_facts,
                     table_rows=qctx.table_rows,
+                    # As the pipeline does: an agent with its own vector index is searched through it.
+                    agent_index_min_facts=ctx.settings.retrieval_agent_index_min_facts,
                 )
                 signals = run_signals(session, request)
             result.semantic_ms.append((time.perf_counter() - started) * 1000.0)
@@ -1709,6 +1711,7 @@ def diagnose(ctx: Any, database_url: str, agent: TestedAgent, samples: int) -> D
                     query_vector=vector,
                     agent_facts=qctx.agent_facts,
                     table_rows=qctx.table_rows,
+                    agent_index_min_facts=ctx.settings.retrieval_agent_index_min_facts,
                 ),
             )
         setup = [statement for statement, _ in seen if "hnsw.ef_search" in statement]
@@ -1803,9 +1806,17 @@ def _strategy_text(counter: Counter[str]) -> str:
     return ", ".join(f"{name} x {count}" for name, count in counter.most_common()) or "n/a"
 
 
-def strategy_reason(active: int, table_rows: float, wanted: int) -> str:
-    """Why :func:`~memory_core.read.signals.choose_vector_strategy` picks what it picks for this agent."""
-    from memory_core.read.signals import EXACT_SCAN_MAX_FACTS, HNSW_EF_SEARCH, HNSW_MIN_EXPECTED_HITS
+def strategy_reason(active: int, table_rows: float, wanted: int, seen: Counter[str] | None = None) -> str:
+    """Why the semantic signal searches this agent the way it does."""
+    from memory_core.read.signals import (
+        AGENT_INDEX_EF_SEARCH,
+        EXACT_SCAN_MAX_FACTS,
+        HNSW_EF_SEARCH,
+        HNSW_MIN_EXPECTED_HITS,
+    )
+
+    if seen and seen.most_common(1)[0][0].startswith("agent_index"):
+        return f"the agent's own partial HNSW index ({active:,} active facts; ef_search {AGENT_INDEX_EF_SEARCH})"
 
     if active < EXACT_SCAN_MAX_FACTS:
         return f"{active:,} active facts < EXACT_SCAN_MAX_FACTS ({EXACT_SCAN_MAX_FACTS:,})"
@@ -1828,9 +1839,9 @@ def size_report(result: SizeResult, dataset: Dataset, *, largest: bool) -> Phase
     rows.append(
         Row(
             label,
-            "vector strategy chosen by count (in-process traces / recall pass)",
+            "vector strategy (in-process traces / recall pass)",
             f"{_strategy_text(result.strategies)} / {_strategy_text(result.recall_strategies)}: "
-            + strategy_reason(result.active_facts, result.table_rows, result.wanted),
+            + strategy_reason(result.active_facts, result.table_rows, result.wanted, result.strategies),
         )
     )
     rows.append(
@@ -2318,7 +2329,8 @@ def run_retrieve_benchmark(
             f"{scale.throughput_s:.0f} s after {scale.throughput_warmup_s:.0f} s of warm-up, cycling the same "
             "questions; the control repeats it with the ingest benchmark's minimal HTTP client (a tenth of "
             "httpx's CPU), so the load generator's share on 2 cores shows. Recall: the semantic signal's top 10 "
-            "as `run_signals` returns it (count-based strategy, HNSW guard) against an exact scan of the agent's "
+            "as `run_signals` returns it (the agent's own index, or the strategy by count; guard) against an exact "
+            "scan of the agent's "
             "active facts above min_confidence; ties count as hits (template facts repeat)."
         )
         notes.append(
