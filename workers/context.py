@@ -6,12 +6,15 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from celery.signals import worker_ready
+
 from memory_core.cognition.instrumented import instrument_skills
 from memory_core.settings import Settings
 from memory_core.write.context import WriteContext, build_write_context
 from workers.task_metrics import ledger_for
 
 _lock = threading.Lock()
+PIPELINE_NODES = ("ingest", "apply")
 
 
 def get_write_context(app: Any) -> WriteContext:
@@ -32,3 +35,18 @@ def get_write_context(app: Any) -> WriteContext:
                 context.skills = instrument_skills(context.skills, ledger)
             app._arandu_write_context = context
     return context
+
+
+@worker_ready.connect(dispatch_uid="arandu.prepare_pipeline_worker")
+def _prepare_pipeline_worker(sender: Any = None, **_: Any) -> None:
+    """Build a pipeline worker's context as soon as it is ready, not in its first task.
+
+    Building it imports the LLM SDK and opens the providers: seconds of CPU (the ``openai``
+    package alone) that the first messages would otherwise wait for. Only the nodes
+    ``python -m workers`` names for the pipeline queues (``ingest@...``, ``apply2@...``) do it.
+    """
+    app = getattr(sender, "app", None)
+    hostname = str(getattr(sender, "hostname", ""))
+    if app is None or not hasattr(app, "arandu_settings") or not hostname.startswith(PIPELINE_NODES):
+        return
+    get_write_context(app)

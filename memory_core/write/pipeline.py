@@ -49,8 +49,7 @@ def reading(ctx: WriteContext) -> Iterator[Session]:
     to the pool: a thread waiting 500 ms on a model must not hold one of the pool's connections
     (64 extraction threads share a pool of 20).
     """
-    autocommit = ctx.engine.execution_options(isolation_level="AUTOCOMMIT")
-    with Session(bind=autocommit) as session:
+    with Session(bind=ctx.autocommit_engine) as session:
         yield session
 
 

@@ -10,6 +10,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 
 from sqlalchemy import text
 from sqlalchemy.orm import Session
@@ -19,9 +20,18 @@ from memory_core.write.naming import fold, normalize_alias
 _TOKEN = re.compile(r"[\w'’-]+")
 
 
+@lru_cache(maxsize=8)
+def _vector_format(dimensions: int) -> str:
+    return "[" + ",".join(["%.7g"] * dimensions) + "]"
+
+
 def vector_literal(vector: Sequence[float]) -> str:
-    """pgvector's text form of ``vector``."""
-    return "[" + ",".join(f"{value:.7g}" for value in vector) + "]"
+    """pgvector's text form of ``vector``.
+
+    One ``%`` over a format cached per dimension: the same text as formatting each value, in
+    about half the time (stages format several vectors per message).
+    """
+    return _vector_format(len(vector)) % tuple(vector)
 
 
 def message_ngrams(message: str, max_words: int = 4) -> list[str]:
