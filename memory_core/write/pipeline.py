@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -36,7 +36,14 @@ from memory_core.write.schemas import (
     WriteResult,
 )
 from memory_core.write.skill_calls import SkillCache
-from memory_core.write.upsert import ApplyOutcome, apply_message, lock_agent
+from memory_core.write.upsert import (
+    ApplyOutcome,
+    apply_message,
+    attribute_counts,
+    lock_agent,
+    refresh_entity_counts,
+    register_attributes,
+)
 
 StageOutcome = Literal["completed", "skipped", "missing"]
 
@@ -284,20 +291,41 @@ def run_stage_chunk(ctx: WriteContext, stage: str, event_ids: Sequence[uuid.UUID
     return outcomes
 
 
-def _apply_one(ctx: WriteContext, session: Session, run: RunView) -> StageCompletion:
+@dataclass
+class _Counters:
+    """What a chunk's messages add to their agent's attribute registry and entity fact counts."""
+
+    attributes: dict[str, tuple[int, str]] = field(default_factory=dict)
+    entities: set[str] = field(default_factory=set)
+    closed_facts: set[uuid.UUID] = field(default_factory=set)
+
+    def add(self, other: _Counters) -> None:
+        for key, (count, status) in other.attributes.items():
+            seen, first_status = self.attributes.get(key, (0, status))
+            self.attributes[key] = (seen + count, first_status)
+        self.entities |= other.entities
+        self.closed_facts |= other.closed_facts
+
+
+def _apply_one(ctx: WriteContext, session: Session, run: RunView, counters: _Counters) -> StageCompletion:
     started = time.perf_counter()
     extract = ExtractStageOutput.model_validate(run.stage_outputs["extract"])
     resolution = ResolveStageOutput.model_validate(run.stage_outputs["resolve"])
     reconciliation = ReconcileStageOutput.model_validate(run.stage_outputs["reconcile"])
+    config = ctx.config_for(run.options)
     outcome = apply_message(
         session,
         run,
         extract=extract,
         resolution=resolution,
         reconciliation=reconciliation,
-        config=ctx.config_for(run.options),
+        config=config,
         speaker_key=speaker_entity(run.speaker)[0],
         offline=ctx.skills.kind == "offline",
+        counters=False,
+    )
+    counters.add(
+        _Counters(attribute_counts(reconciliation.decisions, config), outcome.touched_entities, outcome.closed_facts)
     )
     duration = (time.perf_counter() - started) * 1000
     result = build_result(
@@ -333,17 +361,25 @@ def _upsert_chunk(ctx: WriteContext, event_ids: Sequence[uuid.UUID]) -> dict[uui
             lock_agent(session, agent_id)
         ready.sort(key=lambda run: (run.occurred_at, str(run.event_id)))
         completions: list[StageCompletion] = []
+        counters: dict[str, _Counters] = {}
         for run in ready:
+            applied = _Counters()
             if len(ready) == 1:
                 # Alone, a failure rolls the whole transaction back: no savepoint needed.
-                completions.append(_apply_one(ctx, session, run))
-                continue
-            try:
-                # One message failing (its savepoint rolled back) must not hold back the rest of the chunk.
-                with session.begin_nested():
-                    completions.append(_apply_one(ctx, session, run))
-            except Exception as error:
-                outcomes[run.event_id] = error
+                completions.append(_apply_one(ctx, session, run, applied))
+            else:
+                try:
+                    # One message failing (its savepoint rolled back) must not hold back the rest of the chunk.
+                    with session.begin_nested():
+                        completions.append(_apply_one(ctx, session, run, applied))
+                except Exception as error:
+                    outcomes[run.event_id] = error
+                    continue
+            counters.setdefault(run.agent_id, _Counters()).add(applied)
+        # Sums over the chunk's messages, written once (the same totals as message by message).
+        for agent_id, total in sorted(counters.items()):
+            register_attributes(session, agent_id, total.attributes)
+            refresh_entity_counts(session, agent_id, total.entities, total.closed_facts)
         advanced = complete_stages(session, "upsert", completions, new_status="done")
         if advanced != {item.event_id for item in completions}:
             # Impossible while the run rows are locked; if it happens, write nothing at all.

@@ -76,6 +76,8 @@ class ApplyOutcome:
     # decision index -> id of the fact that now carries it (inserted, or the NOOP target)
     fact_for_decision: dict[int, uuid.UUID] = field(default_factory=dict)
     touched_entities: set[str] = field(default_factory=set)
+    # Facts this message closed: the entities they are linked to lose an active fact.
+    closed_facts: set[uuid.UUID] = field(default_factory=set)
     warnings: list[str] = field(default_factory=list)
 
 
@@ -196,6 +198,7 @@ class Applier:
             {"at": at, "id": str(fact.fact_id), "agent": self.agent_id},
         )
         fact.valid_to = at
+        self.outcome.closed_facts.add(fact.fact_id)
 
     def _insert(
         self,
@@ -567,20 +570,7 @@ class Applier:
 
     def refresh_entity_counts(self) -> None:
         """``fact_count`` = active facts linked to the entity."""
-        if not self.outcome.touched_entities:
-            return
-        self.session.execute(
-            text(
-                """
-                UPDATE memory_entities e SET fact_count = (
-                    SELECT count(*) FROM memory_fact_entity_links l JOIN memory_facts f ON f.id = l.fact_id
-                    WHERE l.agent_id = e.agent_id AND l.entity_key = e.canonical_key AND f.valid_to IS NULL
-                )
-                WHERE e.agent_id = :agent AND e.canonical_key = ANY(:keys)
-                """
-            ),
-            {"agent": self.agent_id, "keys": sorted(self.outcome.touched_entities)},
-        )
+        refresh_entity_counts(self.session, self.agent_id, self.outcome.touched_entities, self.outcome.closed_facts)
 
     def seed_profiles(self, profiles: dict[str, str], entities: Sequence[ResolvedEntity], speaker_key: str) -> None:
         """The write path only seeds a profile that does not exist yet (seeds W17)."""
@@ -598,20 +588,68 @@ class Applier:
 
     def register_attributes(self, decisions: Sequence[FactDecision]) -> None:
         """Count attribute keys per agent; catalogue keys are active, others proposed."""
-        keys = sorted({d.attribute_key for d in decisions if d.attribute_key})
-        for key in keys:
-            known = key in ATTRIBUTE_CATALOGUE or key in self.config.extra_attribute_keys
-            self.session.execute(
-                text(
-                    """
-                    INSERT INTO memory_attribute_registry (agent_id, key, status, seen_count, proposed_by)
-                    VALUES (:agent, :key, :status, 1, 'llm')
-                    ON CONFLICT (agent_id, key) DO UPDATE SET seen_count = memory_attribute_registry.seen_count + 1,
-                        last_seen_at = now(), updated_at = now()
-                    """
-                ),
-                {"agent": self.agent_id, "key": key[:64], "status": "active" if known else "proposed"},
+        register_attributes(self.session, self.agent_id, attribute_counts(decisions, self.config))
+
+
+def attribute_counts(decisions: Sequence[FactDecision], config: MemoryConfig) -> dict[str, tuple[int, str]]:
+    """Each attribute key of a message's decisions, counted once, with the status a new key gets."""
+    keys = sorted({d.attribute_key for d in decisions if d.attribute_key})
+    return {
+        key: (1, "active" if key in ATTRIBUTE_CATALOGUE or key in config.extra_attribute_keys else "proposed")
+        for key in keys
+    }
+
+
+def register_attributes(session: Session, agent_id: str, counts: dict[str, tuple[int, str]]) -> None:
+    """Add ``counts`` to the agent's attribute registry (a key first seen gets the status given)."""
+    if not counts:
+        return
+    session.execute(
+        text(
+            """
+            INSERT INTO memory_attribute_registry (agent_id, key, status, seen_count, proposed_by)
+            VALUES (:agent, :key, :status, :count, 'llm')
+            ON CONFLICT (agent_id, key) DO UPDATE SET
+                seen_count = memory_attribute_registry.seen_count + EXCLUDED.seen_count,
+                last_seen_at = now(), updated_at = now()
+            """
+        ),
+        [
+            {"agent": agent_id, "key": key[:64], "status": status, "count": count}
+            for key, (count, status) in sorted(counts.items())
+        ],
+    )
+
+
+def refresh_entity_counts(
+    session: Session, agent_id: str, keys: set[str], closed_facts: set[uuid.UUID] | None = None
+) -> None:
+    """``fact_count`` = active linked facts, for the agent's entities ``keys`` and those linked to ``closed_facts``.
+
+    A fact that stops being active changes the count of every entity it names, not only of
+    the entities the closing message names ("I moved to Porto" lowers Lisbon's count).
+    """
+    closed = sorted(str(fact_id) for fact_id in closed_facts or ())
+    if not keys and not closed:
+        return
+    session.execute(
+        text(
+            """
+            UPDATE memory_entities e SET fact_count = (
+                SELECT count(*) FROM memory_fact_entity_links l JOIN memory_facts f ON f.id = l.fact_id
+                WHERE l.agent_id = e.agent_id AND l.entity_key = e.canonical_key AND f.valid_to IS NULL
             )
+            WHERE e.agent_id = :agent AND (
+                e.canonical_key = ANY(:keys)
+                OR e.canonical_key IN (
+                    SELECT entity_key FROM memory_fact_entity_links
+                    WHERE agent_id = :agent AND fact_id = ANY(CAST(:closed AS uuid[]))
+                )
+            )
+            """
+        ),
+        {"agent": agent_id, "keys": sorted(keys), "closed": closed},
+    )
 
 
 def apply_message(
@@ -624,8 +662,13 @@ def apply_message(
     config: MemoryConfig,
     speaker_key: str,
     offline: bool,
+    counters: bool = True,
 ) -> ApplyOutcome:
-    """Apply one message inside the caller's transaction (the caller holds the agent lock)."""
+    """Apply one message inside the caller's transaction (the caller holds the agent lock).
+
+    ``counters=False`` leaves the attribute registry and the entities' fact counts to the
+    caller (a chunk updates them once for all its messages: both are sums, in any order).
+    """
     applier = Applier(session, run, config, provenance="rule" if offline else "llm")
     entities = applier.settle_entities(resolution)
     remap = {
@@ -649,6 +692,7 @@ def apply_message(
     applier.link_facts(decisions, entities)
     applier.upsert_relationships(extract, entities, decisions, speaker_key)
     applier.seed_profiles(extract.extraction.updated_profiles, entities, speaker_key)
-    applier.register_attributes(decisions)
-    applier.refresh_entity_counts()
+    if counters:
+        applier.register_attributes(decisions)
+        applier.refresh_entity_counts()
     return applier.outcome

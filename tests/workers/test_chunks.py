@@ -62,6 +62,18 @@ def _accept(context: WriteContext, agent: str, texts: list[str], days: list[int]
     return [item.event_id for item in accepted]
 
 
+def _counters(memory: MemoryInspector, agent: str) -> tuple[dict[str, int], dict[str, tuple[int, str]]]:
+    """Entities' fact counts and the attribute registry: sums a chunk writes once for all its messages."""
+    counts = {key: entity["fact_count"] for key, entity in memory.entities(agent).items()}
+    registry = {
+        row["key"]: (row["seen_count"], row["status"])
+        for row in memory.rows(
+            "SELECT key, seen_count, status FROM memory_attribute_registry WHERE agent_id = :a", a=agent
+        )
+    }
+    return counts, registry
+
+
 def _final_state(memory: MemoryInspector, agent: str) -> tuple[set[tuple[str, str]], set[tuple[str, str, str]]]:
     facts = {(f["entity_key"], f["fact_text"]) for f in memory.active_facts(agent)}
     edges = {
@@ -82,6 +94,11 @@ def test_history_in_random_chunks_ends_in_the_same_memory_as_one_message_at_a_ti
         for stage in (run_extract, run_resolve, run_reconcile, run_upsert):
             assert stage(context, event_id) == "completed"
     expected = _final_state(memory, f"{base}-single")
+    expected_counters = _counters(memory, f"{base}-single")
+    assert expected_counters[0]["person:marina"] > 5
+    # Marina moved away from Lisbon and Porto: no active fact names them any more.
+    assert (expected_counters[0]["place:lisbon"], expected_counters[0]["place:porto"]) == (0, 0)
+    assert sum(seen for seen, _ in expected_counters[1].values()) >= 10
     assert [t for k, t in expected[0] if k == "person:marina" and "Amsterdam" in t] == ["Marina lives in Amsterdam."]
     assert ("person:marina", "Marina works at Hooli.") in expected[0]
 
@@ -104,6 +121,7 @@ def test_history_in_random_chunks_ends_in_the_same_memory_as_one_message_at_a_ti
         facts, edges = _final_state(memory, agent)
         assert facts == expected[0], f"seed {seed}: {facts ^ expected[0]}"
         assert edges == expected[1], f"seed {seed}: {edges ^ expected[1]}"
+        assert _counters(memory, agent) == expected_counters
         assert {r["status"] for r in memory.rows("SELECT status FROM pipeline_runs WHERE agent_id = :a", a=agent)} == {
             "done"
         }
