@@ -48,6 +48,7 @@ __all__ = [
     "agent_literal",
     "agents_needing_index",
     "build_agent_index",
+    "database_key",
     "drop_agent_index",
 ]
 
@@ -76,6 +77,13 @@ def agent_literal(agent_id: str) -> str:
     if "\x00" in agent_id:
         raise ValueError("agent_id must not contain NUL characters")
     return "'" + agent_id.replace("'", "''") + "'"
+
+
+def database_key(connectable: Session | Connection | Engine) -> str:
+    """Which database ``connectable`` reads (caches keyed by agent id alone would mix databases)."""
+    bind = connectable.get_bind() if isinstance(connectable, Session) else connectable
+    engine = bind.engine if isinstance(bind, Connection) else bind
+    return engine.url.render_as_string(hide_password=True)
 
 
 def _lock_key(agent_id: str) -> int:
@@ -143,7 +151,7 @@ def build_agent_index(engine: Engine, agent_id: str, *, maintenance_work_mem: st
                 connection.execute(text("SELECT set_config('maintenance_work_mem', :value, false)"), {"value": current})
         finally:
             connection.execute(text("SELECT pg_advisory_unlock(:ns, :key)"), {"ns": _LOCK_NAMESPACE, "key": key})
-    agent_indexes.forget(agent_id)
+    agent_indexes.forget(engine, agent_id)
     return BuildOutcome(agent_id, name, True, time.monotonic() - started, "built")
 
 
@@ -154,7 +162,7 @@ def drop_agent_index(engine: Engine, agent_id: str) -> bool:
         present = _index_state(connection, name) is not None
         if present:
             connection.execute(text(f'DROP INDEX CONCURRENTLY IF EXISTS "{name}"'))
-    agent_indexes.forget(agent_id)
+    agent_indexes.forget(engine, agent_id)
     return present
 
 
@@ -184,28 +192,30 @@ class AgentIndexes:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._known: dict[str, tuple[float, bool]] = {}
-        self._building: set[str] = set()
-        self._failed: dict[str, float] = {}
+        # Keyed by (database, agent): one process may serve several databases (tests do).
+        self._known: dict[tuple[str, str], tuple[float, bool]] = {}
+        self._building: set[tuple[str, str]] = set()
+        self._failed: dict[tuple[str, str], float] = {}
 
     def has_index(self, session: Session, agent_id: str) -> bool:
         """True when ``agent_id``'s partial index exists and is valid (asked at most every few minutes)."""
         now = time.monotonic()
+        key = (database_key(session), agent_id)
         with self._lock:
-            known = self._known.get(agent_id)
+            known = self._known.get(key)
         if known is not None and now - known[0] < (_PRESENT_TTL_S if known[1] else _ABSENT_TTL_S):
             return known[1]
         present = bool(_index_state(session, agent_index_name(agent_id)))
         with self._lock:
             if len(self._known) > 100_000:
                 self._known.clear()
-            self._known[agent_id] = (now, present)
+            self._known[key] = (now, present)
         return present
 
-    def forget(self, agent_id: str) -> None:
+    def forget(self, engine: Engine, agent_id: str) -> None:
         """Drop what is cached about ``agent_id`` (its index was just built or dropped)."""
         with self._lock:
-            self._known.pop(agent_id, None)
+            self._known.pop((database_key(engine), agent_id), None)
 
     def clear(self) -> None:
         """Forget everything (tests)."""
@@ -213,18 +223,20 @@ class AgentIndexes:
             self._known.clear()
             self._failed.clear()
 
-    def building(self, agent_id: str) -> bool:
+    def building(self, connectable: Session | Engine, agent_id: str) -> bool:
         """True while this process builds ``agent_id``'s index."""
+        key = (database_key(connectable), agent_id)
         with self._lock:
-            return agent_id in self._building
+            return key in self._building
 
     def request(self, engine: Engine, agent_id: str, *, on_done: Callable[[BuildOutcome], None] | None = None) -> bool:
         """Start building ``agent_id``'s index in a background thread; False if one runs or failed lately."""
         now = time.monotonic()
+        key = (database_key(engine), agent_id)
         with self._lock:
-            if agent_id in self._building or now - self._failed.get(agent_id, -_RETRY_AFTER_S) < _RETRY_AFTER_S:
+            if key in self._building or now - self._failed.get(key, -_RETRY_AFTER_S) < _RETRY_AFTER_S:
                 return False
-            self._building.add(agent_id)
+            self._building.add(key)
 
         def work() -> None:
             try:
@@ -241,11 +253,11 @@ class AgentIndexes:
             except Exception:  # a failed build leaves the exact search in place; retried later
                 logger.warning("could not build the vector index of agent %s", agent_id, exc_info=True)
                 with self._lock:
-                    self._failed[agent_id] = time.monotonic()
+                    self._failed[key] = time.monotonic()
             finally:
                 with self._lock:
-                    self._building.discard(agent_id)
-                    self._known.pop(agent_id, None)
+                    self._building.discard(key)
+                    self._known.pop(key, None)
 
         threading.Thread(target=work, name=f"agent-index-{agent_id[:32]}", daemon=True).start()
         return True

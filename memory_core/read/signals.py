@@ -39,11 +39,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy import text
+from sqlalchemy import Connection, text
 from sqlalchemy.orm import Session
 
 from memory_core.config import MemoryConfig
-from memory_core.read.agent_index import agent_indexes, agent_literal
+from memory_core.read.agent_index import agent_indexes, agent_literal, database_key
 from memory_core.read.entities import TimeWindow, fact_validity_sql, window_params
 from memory_core.read.planner import fold_words
 from memory_core.read.rank import AGGREGATION_KEYWORD_SCORE, Candidate, graph_score, recency_score
@@ -134,10 +134,11 @@ class _AgentCounts:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._values: dict[tuple[str, bool], tuple[float, int]] = {}
+        # Keyed by database too: one process may serve several databases (tests do).
+        self._values: dict[tuple[str, str, bool], tuple[float, int]] = {}
 
     def get(self, session: Session, agent_id: str, window: TimeWindow | None) -> int:
-        key = (agent_id, window is None)
+        key = (database_key(session), agent_id, window is None)
         now = time.monotonic()
         with self._lock:
             cached = self._values.get(key)
@@ -680,10 +681,9 @@ def _vector_strategy(session: Session, request: SignalRequest, wanted: int) -> V
     agent_facts = request.agent_facts
     if agent_facts >= EXACT_SCAN_MAX_FACTS and not narrowed:
         agent_facts = agent_counts.get(session, request.agent_id, request.window)
-    if threshold > 0 and agent_facts >= threshold and not agent_indexes.building(request.agent_id):
+    if threshold > 0 and agent_facts >= threshold and not agent_indexes.building(session, request.agent_id):
         bind = session.get_bind()
-        engine = getattr(bind, "engine", bind)
-        agent_indexes.request(engine, request.agent_id)  # type: ignore[arg-type]
+        agent_indexes.request(bind.engine if isinstance(bind, Connection) else bind, request.agent_id)
     return choose_vector_strategy(agent_facts, request.table_rows, wanted, narrowed=narrowed)
 
 

@@ -253,7 +253,7 @@ def test_a_large_agent_without_an_index_gets_one_in_the_background(table: Table)
     assert trace["retrieval"]["vector_strategy"] == "exact"
     assert found == _exact_top(table.vectors[GROWING], query, K)
     deadline = time.monotonic() + 120
-    while not _index_exists(table.ctx, GROWING) or agent_indexes.building(GROWING):
+    while not _index_exists(table.ctx, GROWING) or agent_indexes.building(table.ctx.engine, GROWING):
         assert time.monotonic() < deadline, "the background build did not finish"
         time.sleep(0.2)
     found, trace = _retrieve(table.ctx, GROWING, query)
