@@ -23,6 +23,7 @@ embedded PostgreSQL 16 + pgvector and Redis in a fresh temporary home), offline 
 
 from __future__ import annotations
 
+import multiprocessing
 import random
 import sys
 import time
@@ -142,7 +143,9 @@ def seed_memory(database_url: str, scale: Scale, now: datetime) -> dict[str, int
     counts: Counter[str] = Counter()
     with (
         psycopg.connect(libpq_url(database_url)) as conn,
-        ProcessPoolExecutor(max_workers=SEED_WORKERS) as pool,
+        # Not fork: this process runs threads (the memory sampler), and a child forked while one of
+        # them holds a lock waits on that lock forever.
+        ProcessPoolExecutor(max_workers=SEED_WORKERS, mp_context=multiprocessing.get_context("forkserver")) as pool,
     ):
         futures = [pool.submit(_agent_rows_with_vectors, index, scale, now) for index in range(scale.agents)]
         for future in futures:
