@@ -308,6 +308,13 @@ class MemoryConfig(BaseModel):
         le=50,
         description="Keyword signal matches at most this many query words; name ours.",
     )
+    keyword_idf: bool = Field(
+        True,
+        description=(
+            "Weigh each keyword by its inverse document frequency over the agent's facts (BM25 idf), so words "
+            "most facts contain count little; False is the seeds' plain fraction matched; name ours."
+        ),
+    )
 
     # ---- Graph retrieval -------------------------------------------------------------------
     graph_max_hops: int = Field(2, ge=1, le=5, description="BFS depth of the graph signal; name ours.")
@@ -330,6 +337,13 @@ class MemoryConfig(BaseModel):
         ge=1,
         le=2000,
         description="Default limit of facts returned by the graph signal; name ours.",
+    )
+    entity_specificity: bool = Field(
+        True,
+        description=(
+            "Scale the graph and spreading scores of an entity's facts by min(1, budget / its fact count), "
+            "so an entity with far more facts than the signal can bring does not flood the ranking; name ours."
+        ),
     )
 
     # ---- Reranker --------------------------------------------------------------------------

@@ -41,6 +41,7 @@ from memory_core.read.compress import (
     compress_context,
 )
 from memory_core.read.context import ReadContext
+from memory_core.read.conversations import fact_support, relevant_conversations
 from memory_core.read.entities import (
     ExpandedQuery,
     QueryContext,
@@ -48,6 +49,8 @@ from memory_core.read.entities import (
     expand_query,
     resolve_query_context,
 )
+from memory_core.read.focus import weigh_graph_nodes
+from memory_core.read.keywords import keyword_weights, reweigh_keywords
 from memory_core.read.planner import RetrievalPlan, finalize_plan, plan_retrieval
 from memory_core.read.rank import RankedFact, merge_candidates, rank_candidates, sort_ranked
 from memory_core.read.rank import select_final as select_final_facts
@@ -58,7 +61,6 @@ from memory_core.read.signals import (
     GraphNode,
     SignalRequest,
     SignalResult,
-    relevant_events,
     run_signals,
 )
 from memory_core.read.spreading import (
@@ -206,6 +208,27 @@ def _graph_nodes(query_context: QueryContext, expansion: ExpandedQuery) -> list[
     return list(nodes.values())
 
 
+def _weighed_graph_nodes(run: _Run, session: Session, nodes: list[GraphNode]) -> list[GraphNode]:
+    """Graph seeds scaled by entity specificity (:mod:`memory_core.read.focus`), unless turned off."""
+    if not nodes or not run.config.entity_specificity:
+        return nodes
+    return weigh_graph_nodes(session, run.agent_id, nodes, run.config.graph_max_facts)
+
+
+def _keyword_idf(run: _Run, session: Session, qctx: QueryContext) -> list[float] | None:
+    """The idf of each query keyword (:mod:`memory_core.read.keywords`); None keeps the plain fraction."""
+    if not run.config.keyword_idf or not run.plan.keywords:
+        return None
+    return _optional(
+        run,
+        session,
+        stage="keyword_idf",
+        consequence="keywords were weighed equally",
+        work=lambda: keyword_weights(session, run.agent_id, run.plan.keywords, qctx.agent_facts, window=run.window),
+        default=None,
+    )
+
+
 def _read(run: _Run, session: Session, vector: list[float] | None) -> _ReadOutcome:
     outcome = _ReadOutcome()
     config = run.config
@@ -251,7 +274,7 @@ def _read(run: _Run, session: Session, vector: list[float] | None) -> _ReadOutco
         query_vector=vector,
         keywords=run.plan.keywords,
         entity_patterns=[pattern.entity_pattern for pattern in run.plan.pattern_queries],
-        graph_nodes=_graph_nodes(qctx, outcome.expansion),
+        graph_nodes=_weighed_graph_nodes(run, session, _graph_nodes(qctx, outcome.expansion)),
         mentioned=frozenset(qctx.mentioned_keys),
         broad=run.plan.broad_query,
         window=run.window,
@@ -264,8 +287,11 @@ def _read(run: _Run, session: Session, vector: list[float] | None) -> _ReadOutco
     outcome.signals = run_signals(session, request)
     run.timed("signals", started)
 
+    keyword_idf = _keyword_idf(run, session, qctx)
     started = time.perf_counter()
     merged = merge_candidates(outcome.signals.candidates)
+    if keyword_idf is not None:
+        reweigh_keywords(merged.values(), run.plan.keywords, keyword_idf, request.entity_patterns)
     outcome.ranked = rank_candidates(merged.values(), config, run.now)
     run.timed("rank", started)
 
@@ -275,14 +301,16 @@ def _read(run: _Run, session: Session, vector: list[float] | None) -> _ReadOutco
             session,
             stage="events",
             consequence="relevant conversations are missing",
-            work=lambda: relevant_events(
+            work=lambda: relevant_conversations(
                 session,
                 run.agent_id,
                 vector,
+                run.plan.keywords,
                 config,
                 now=run.now,
                 session_id=run.session_id,
                 window=run.window,
+                support=fact_support(outcome.ranked[: config.reranker_candidate_multiplier * config.topk_facts]),
             ),
             default=[],
         )
@@ -310,6 +338,8 @@ def _read(run: _Run, session: Session, vector: list[float] | None) -> _ReadOutco
     fresh = [candidate for candidate in spreading.candidates if candidate.fact_id not in merged]
     outcome.spreading_unique = len(fresh)
     if fresh:
+        if keyword_idf is not None:
+            reweigh_keywords(fresh, run.plan.keywords, keyword_idf, request.entity_patterns)
         outcome.ranked = sort_ranked([*outcome.ranked, *rank_candidates(fresh, config, run.now)])
     outcome.total_candidates = len(merged) + len(fresh)
 

@@ -1,4 +1,4 @@
-"""Stage 2 of retrieval: the semantic, keyword and graph signals (seeds R3-R5) and relevant events.
+"""Stage 2 of retrieval: the semantic, keyword and graph signals (seeds R3-R5).
 
 The three fact signals run as **one SQL statement** (CTEs ``sem``, ``kw``, graph hops, ``broad``)
 that returns every candidate once with what each signal saw; the pure ranking code then scores
@@ -46,8 +46,7 @@ from memory_core.config import MemoryConfig
 from memory_core.read.agent_index import agent_indexes, agent_literal, database_key
 from memory_core.read.entities import TimeWindow, fact_validity_sql, window_params
 from memory_core.read.planner import fold_words
-from memory_core.read.rank import AGGREGATION_KEYWORD_SCORE, Candidate, graph_score, recency_score
-from memory_core.read.schemas import RetrievedEvent
+from memory_core.read.rank import AGGREGATION_KEYWORD_SCORE, Candidate, graph_score
 from memory_core.read.term_stats import estimated_share, term_stats
 from memory_core.write.repository import vector_literal
 
@@ -66,7 +65,6 @@ __all__ = [
     "choose_vector_strategy",
     "fact_filter_sql",
     "like_escape",
-    "relevant_events",
     "run_signals",
 ]
 
@@ -86,8 +84,6 @@ AGENT_COUNT_TTL_SEC = 600.0
 KEYWORD_MAX_MATCHES = 1_000
 # Graph BFS keeps at most this many entities per hop (strongest paths first).
 GRAPH_FRONTIER_LIMIT = 100
-# Events: relevance score = EVENT_SIMILARITY_WEIGHT x similarity + the rest x recency.
-EVENT_SIMILARITY_WEIGHT = 0.8
 
 # Searches of an agent's own partial index: ef_search and how many rows they ask it for.
 # Measured on the benchmark's 100,000-fact agent (hashing embeddings of templated facts, so many
@@ -694,80 +690,3 @@ def _finish(result: SignalResult, candidates: list[Candidate], started: float) -
         result.counts[name] = sum(1 for candidate in result.candidates if name in candidate.sources)
     result.duration_ms = (time.perf_counter() - started) * 1000.0
     return result
-
-
-_EVENTS_SQL = """
-WITH recent AS (
-    SELECT e.id, e.text, e.speaker, e.occurred_at, e.message_id, e.embedding_vec
-    FROM memory_events e
-    WHERE e.agent_id = :agent AND e.embedding_vec IS NOT NULL {session} {window}
-    ORDER BY e.occurred_at DESC, e.id
-    LIMIT :scan
-)
-SELECT id, text, speaker, occurred_at, message_id, 1 - (embedding_vec <=> CAST(:vec AS vector)) AS similarity
-FROM recent
-WHERE 1 - (embedding_vec <=> CAST(:vec AS vector)) >= :min_similarity
-ORDER BY similarity DESC, occurred_at DESC, id
-LIMIT :candidates
-"""
-
-
-def relevant_events(
-    session: Session,
-    agent_id: str,
-    query_vector: Sequence[float],
-    config: MemoryConfig,
-    *,
-    now: datetime,
-    session_id: str | None = None,
-    window: TimeWindow | None = None,
-) -> list[RetrievedEvent]:
-    """The ``topk_events`` past messages most similar to the query among the ``event_max_scan`` latest.
-
-    Exact over that bounded window (no HNSW, so no filtered-ANN problem); ranked by
-    ``0.8 x similarity + 0.2 x recency``; text cut to ``context_event_max_chars`` (300).
-    """
-    if config.topk_events <= 0 or config.event_max_scan <= 0:
-        return []
-    params: dict[str, Any] = {
-        "agent": agent_id,
-        "vec": vector_literal(query_vector),
-        "scan": config.event_max_scan,
-        "min_similarity": config.min_similarity,
-        "candidates": config.topk_events * 3,
-    }
-    session_sql = ""
-    if session_id is not None:
-        session_sql = "AND e.session_id = :session_id"
-        params["session_id"] = session_id
-    window_sql = ""
-    if window is not None:
-        window_sql = "AND e.occurred_at <= :as_of_end"
-        params["as_of_end"] = window.end
-    rows = session.execute(text(_EVENTS_SQL.format(session=session_sql, window=window_sql)), params).all()
-    half_life = float(config.recency_half_life_days)
-    scored: list[tuple[float, Any]] = []
-    for row in rows:
-        if not str(row.text).strip():
-            continue
-        recency = recency_score(row.occurred_at, now, half_life)
-        score = EVENT_SIMILARITY_WEIGHT * float(row.similarity) + (1.0 - EVENT_SIMILARITY_WEIGHT) * recency
-        scored.append((score, row))
-    scored.sort(key=lambda item: (-item[0], -item[1].occurred_at.timestamp(), str(item[1].id)))
-    limit = config.context_event_max_chars
-    events: list[RetrievedEvent] = []
-    for score, row in scored[: config.topk_events]:
-        body = " ".join(str(row.text).split())
-        if limit and len(body) > limit:
-            body = body[: max(0, limit - 3)].rstrip() + "..."
-        events.append(
-            RetrievedEvent(
-                event_id=str(row.id),
-                text=body,
-                speaker=str(row.speaker),
-                occurred_at=row.occurred_at,
-                message_id=row.message_id,
-                score=round(score, 6),
-            )
-        )
-    return events

@@ -33,6 +33,7 @@ from sqlalchemy.orm import Session
 from memory_core.config import MemoryConfig
 from memory_core.read.compress import ClusterInfo, ContextPattern
 from memory_core.read.entities import TimeWindow, fact_validity_sql, window_params
+from memory_core.read.focus import specificity
 from memory_core.read.rank import Candidate, compute_dynamic_importance
 from memory_core.read.signals import ELIGIBLE_CTE, FACT_COLUMNS, base_candidate, fact_filter_sql
 from memory_core.write.repository import vector_literal
@@ -117,7 +118,9 @@ _LEVEL_KEYS = "SELECT key FROM lvl{level}"
 _HITS_SQL = """
 levels AS ({levels}),
 entity_hits AS (
-    SELECT lv.level, lv.key AS via, lv.origin, x.id
+    SELECT lv.level, lv.key AS via, lv.origin, x.id,
+           (SELECT me.fact_count FROM memory_entities me WHERE me.agent_id = :agent AND me.canonical_key = lv.key)
+               AS via_facts
     FROM levels lv
     CROSS JOIN LATERAL (
         SELECT f.id FROM memory_facts f
@@ -132,7 +135,8 @@ entity_hits AS (
     ) x
 ),
 cluster_hits AS (
-    SELECT 1 AS level, 'cluster:' || CAST(c.cluster_id AS text) AS via, c.origin, x.id
+    SELECT 1 AS level, 'cluster:' || CAST(c.cluster_id AS text) AS via, c.origin, x.id,
+           (SELECT mc.fact_count FROM memory_clusters mc WHERE mc.id = c.cluster_id) AS via_facts
     FROM (SELECT cluster_id, max(score) AS origin FROM seeds WHERE cluster_id IS NOT NULL GROUP BY cluster_id) c
     CROSS JOIN LATERAL (
         SELECT f.id FROM memory_facts f
@@ -142,7 +146,7 @@ cluster_hits AS (
     ) x
 ),
 hits AS (SELECT * FROM entity_hits UNION ALL SELECT * FROM cluster_hits)
-SELECT h.level, h.via, h.origin, {fact_columns}, {similarity} AS similarity,
+SELECT h.level, h.via, h.origin, h.via_facts, {fact_columns}, {similarity} AS similarity,
        EXISTS (
            SELECT 1 FROM memory_meta_observations m
            WHERE m.agent_id = :agent AND m.is_active AND jsonb_exists(m.supporting_fact_ids, CAST(f.id AS text))
@@ -252,6 +256,7 @@ def spread_activation(
 
     groups: dict[tuple[int, str], list[tuple[Candidate, bool]]] = {}
     origins: dict[tuple[int, str], float] = {}
+    weights: dict[tuple[int, str], float] = {}
     for row in rows:
         candidate = base_candidate(row)
         if row.similarity is not None:
@@ -259,10 +264,13 @@ def spread_activation(
         group = (int(row.level), str(row.via))
         groups.setdefault(group, []).append((candidate, bool(row.in_pattern)))
         origins[group] = float(row.origin)
+        # An entity (or cluster) with far more facts than the few taken from it says little
+        # about each of them: see memory_core.read.focus.
+        weights[group] = specificity(row.via_facts, per_entity) if config.entity_specificity else 1.0
     best: dict[str, Candidate] = {}
     hop_of: dict[str, int] = {}
     for (level, via), members in sorted(groups.items()):
-        activation = origins[(level, via)] * config.spreading_decay_factor**level
+        activation = origins[(level, via)] * config.spreading_decay_factor**level * weights[(level, via)]
         for candidate in select_by_dynamic_importance(members, per_entity, config, now):
             candidate.graph = min(1.0, activation)
             candidate.sources.add("spreading")

@@ -10,9 +10,10 @@ write pipeline and the real ``retrieve()``, with no LLM (offline skills, no rera
    turn after the other in session order (the stage functions the workers call).
 2. Every question with evidence (malformed ids such as ``D8:6; D9:17``, ``D:11:26`` or
    ``D30:05`` normalised; ids that name no turn dropped) is asked with :data:`OVERRIDES`. The
-   ranked list is the ``message_id`` of the event each returned fact came from, in the facts'
-   rank order, then the "relevant conversations" events in theirs, without repeats (the order
-   of the context string).
+   ranked list is the returned facts (each as the ``message_id`` of the event it came from) and
+   "relevant conversations" events merged by ``score`` (retrieval scores both with one formula),
+   without repeats. A diagnosis pass asks again with the seeds' fact ranking (:data:`WHAT_IF_OVERRIDES`:
+   plain keyword fraction, no entity-specificity weighting) for the before/after in one run.
 3. recall@k = |evidence ∩ top-k ids| / |evidence|, averaged over the questions, overall and per
    category, for k = 5, 10, 25; and the context tokens (characters / 4) the items behind the
    top 10 ids cost.
@@ -60,7 +61,7 @@ from ops.bench.ingest import LOCOMO_PATH, PhaseReport, Row, locomo_imports
 # turn of a conversation (the longest has 680) within reach of the "relevant conversations" scan.
 OVERRIDES: dict[str, Any] = {"topk_facts": 50, "topk_events": 25, "min_score": 0.0, "event_max_scan": 1000}
 # Diagnosis: the same questions with the graph signal and spreading activation turned (almost) off.
-WHAT_IF_OVERRIDES: dict[str, Any] = {**OVERRIDES, "spreading_activation_hops": 0, "graph_max_facts": 1}
+WHAT_IF_OVERRIDES: dict[str, Any] = {**OVERRIDES, "keyword_idf": False, "entity_specificity": False}
 KS = (5, 10, 25)
 TOKENS_AT = 10
 CHARS_PER_TOKEN = 4
@@ -230,32 +231,35 @@ def _distinct(ids: Iterable[str | None]) -> list[str]:
 
 
 def ranked_ids(answer: Any, event_ids: Mapping[str, str]) -> tuple[list[tuple[str, int]], dict[str, list[str]]]:
-    """Distinct message ids in rank order (facts, then events) with the characters spent to reach each; variants."""
-    items: list[tuple[str | None, str]] = []
+    """Distinct message ids in rank order with the characters spent to reach each; other orderings.
+
+    The rank order is facts and relevant-conversation events merged by ``score`` (retrieval puts
+    both on one scale, and the context budget is spent in that order; facts first on ties).
+    """
+    scored: list[tuple[float, int, str | None, str]] = []
     fact_ids: list[str | None] = []
     for fact in answer.facts:
         message_id = fact.message_id or event_ids.get(str(fact.source_event_id or ""))
-        items.append((message_id, fact.fact_text))
+        scored.append((fact.score, 0, message_id, fact.fact_text))
         fact_ids.append(message_id)
     event_only: list[str | None] = []
     for event in answer.events:
-        items.append((event.message_id, event.text))
+        scored.append((event.score, 1, event.message_id, event.text))
         event_only.append(event.message_id)
+    # A stable sort: within one kind the service's own order is kept.
+    items = sorted(scored, key=lambda item: (-item[0], item[1]))
     ranked: list[tuple[str, int]] = []
     seen: set[str] = set()
     spent = 0
-    for message_id, body in items:
+    for _, _, message_id, body in items:
         spent += len(body)
         if message_id and message_id not in seen:
             seen.add(message_id)
             ranked.append((message_id, spent))
-    interleaved: list[str | None] = []
-    for index in range(max(len(fact_ids), len(event_only))):
-        interleaved.extend(source[index] for source in (fact_ids, event_only) if index < len(source))
     variants = {
         "facts only": _distinct(fact_ids),
         "events only": _distinct(event_only),
-        "facts and events interleaved": _distinct(interleaved),
+        "facts, then events": _distinct([*fact_ids, *event_only]),
     }
     return ranked, variants
 
@@ -545,7 +549,7 @@ def embedder_report(run: EmbedderRun, conversations: Conversations) -> PhaseRepo
         rows.append(
             Row(
                 label,
-                "diagnosis: the service with spreading off and graph_max_facts 1, recall@5 / @10 / @25",
+                "diagnosis: keyword_idf and entity_specificity off (the seeds' fact ranking), recall@5 / @10 / @25",
                 _triple(run.what_if.recall),
             )
         )
@@ -553,7 +557,7 @@ def embedder_report(run: EmbedderRun, conversations: Conversations) -> PhaseRepo
     report.notes.append(f"{label}: recall@5 / @10 / @25 of other orderings of the same answers: {variants}.")
     if run.what_if.recall[5]:
         variants = "; ".join(f"{name} {_triple(values)}" for name, values in run.what_if.variants.items())
-        report.notes.append(f"{label}: the same for the diagnosis pass (spreading off, graph_max_facts 1): {variants}.")
+        report.notes.append(f"{label}: the same with keyword_idf and entity_specificity off: {variants}.")
     if run.failed:
         report.notes.append(f"{label}: {len(run.failed)} turns failed, e.g. {run.failed[0]}")
     if run.warnings:
@@ -634,8 +638,9 @@ def run_locomo_benchmark(
         notes.insert(
             1,
             f"Retrieval: `retrieve()` with config_overrides {json.dumps(OVERRIDES)} (no LLM: formula ranking, no "
-            "reranker). Ranked ids: the message_id of each returned fact's source event in the facts' rank order, "
-            "then the relevant-conversation events in theirs, repeats removed (the context string's order). "
+            "reranker). Ranked ids: the message_id of each returned fact's source event and of each "
+            "relevant-conversation event, facts and events merged by score (one formula scores both), repeats "
+            "removed. "
             f"Tokens: characters of every item read until the {TOKENS_AT}th distinct id, / {CHARS_PER_TOKEN}.",
         )
         missed = [name for name, held in targets.items() if not held]

@@ -170,6 +170,15 @@ class MemoryBuilder:
             )
         return fact_id
 
+    def refresh_fact_counts(self) -> None:
+        """Each entity's ``fact_count`` = its active linked facts, as the write path's upsert keeps it."""
+        self._run(
+            "UPDATE memory_entities e SET fact_count = (SELECT count(*) FROM memory_fact_entity_links l "
+            "JOIN memory_facts f ON f.id = l.fact_id WHERE l.agent_id = e.agent_id "
+            "AND l.entity_key = e.canonical_key AND f.valid_to IS NULL) WHERE e.agent_id = :agent",
+            {"agent": self.agent_id},
+        )
+
     def relationship(
         self,
         source: str,

@@ -1,0 +1,206 @@
+"""Relevant conversations: the past messages (events) that answer the query, scored like facts.
+
+Facts are what the write pipeline understood of a message; the message itself is the evidence,
+with the context a one-line fact loses (who answered whom, what else was said). Retrieval shows
+the best of them under "Relevant conversations". Three signals find them:
+
+* **semantic**: cosine similarity between the query and the message's embedding;
+* **keyword**: the query's keyword terms (the planner's, prefix-matched like the fact signal's)
+  against the speaker and text of each message, weighted by inverse document frequency over the
+  messages searched: ``keyword = sum of the matched terms' idf / sum of every term's idf`` with
+  the BM25 idf ``ln(1 + (N - n + 0.5) / (n + 0.5))``. A term most messages contain (the name of
+  the person the agent talks to, who speaks half of them) weighs almost nothing; a rare one
+  ("LGBTQ", "Vertix") carries the match. This is the part of BM25 that matters for short
+  messages (a term rarely occurs twice in one, so term-frequency saturation and length
+  normalisation change little), and it is what dense retrieval misses most: rare names and
+  words the embedding model has no good vector for. The speaker is searched because questions
+  name who said something and a message rarely names its own speaker;
+* **support**: the relevance of the best candidate fact extracted from the message (a fact that
+  answers the query is evidence that the message it came from does too).
+
+An event's score is the fact formula of :mod:`memory_core.read.rank` with the same weights:
+``w_sem x relevance + w_rec x recency + w_imp x importance``, ``relevance`` the probabilistic OR
+of the three signals (keyword at the facts' ``KEYWORD_BLEND``), ``importance`` the message's own
+(0.5 unless a job raised it). Facts and events are therefore on one scale, and a caller can merge
+the two lists by ``score``. An event is a candidate only when its relevance reaches
+``min_similarity``: the bar a semantic fact candidate must clear, so recency alone never brings
+an unrelated message in.
+
+The search covers the ``event_max_scan`` latest messages of the agent (or of the session, or up
+to the end of the ``as_of`` window) exactly, in one statement: no HNSW, so no filtered-ANN
+problem, and a bounded cost whatever the agent's history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.orm import Session
+
+from memory_core.config import MemoryConfig
+from memory_core.read.entities import TimeWindow
+from memory_core.read.planner import fold_words
+from memory_core.read.rank import KEYWORD_BLEND, RankedFact, recency_score, relevance
+from memory_core.read.schemas import RetrievedEvent
+from memory_core.write.repository import vector_literal
+
+__all__ = ["EVENT_CANDIDATE_FACTOR", "fact_support", "relevant_conversations", "term_queries"]
+
+# Candidates fetched per event returned (ties and the recency part can reorder them in Python).
+EVENT_CANDIDATE_FACTOR = 3
+
+_CONVERSATIONS_SQL = """
+WITH recent AS (
+    SELECT e.id, e.text, e.speaker, e.occurred_at, e.message_id, e.importance, e.embedding_vec,
+           to_tsvector('simple', coalesce(e.speaker, '') || ' ' || e.text) AS doc
+    FROM memory_events e
+    WHERE e.agent_id = :agent AND e.embedding_vec IS NOT NULL {session} {window}
+    ORDER BY e.occurred_at DESC, e.id
+    LIMIT :scan
+),
+terms AS (
+    SELECT t.ord, to_tsquery('simple', t.q) AS q
+    FROM unnest(CAST(:term_queries AS text[])) WITH ORDINALITY AS t(q, ord)
+),
+hits AS (SELECT r.id, t.ord FROM recent r JOIN terms t ON r.doc @@ t.q),
+idf AS (
+    SELECT t.ord,
+           ln(1.0 + ((SELECT count(*) FROM recent) - count(h.id) + 0.5) / (count(h.id) + 0.5)) AS weight
+    FROM terms t LEFT JOIN hits h ON h.ord = t.ord
+    GROUP BY t.ord
+),
+kw AS (
+    SELECT h.id, sum(i.weight) / NULLIF((SELECT sum(weight) FROM idf), 0) AS keyword
+    FROM hits h JOIN idf i ON i.ord = h.ord
+    GROUP BY h.id
+),
+support AS (
+    SELECT s.id, max(s.relevance) AS relevance
+    FROM unnest(CAST(:support_ids AS uuid[]), CAST(:support_relevance AS float8[])) AS s(id, relevance)
+    GROUP BY s.id
+),
+scored AS (
+    SELECT r.id, r.text, r.speaker, r.occurred_at, r.message_id, r.importance,
+           GREATEST(0.0, 1 - (r.embedding_vec <=> CAST(:vec AS vector))) AS similarity,
+           COALESCE(kw.keyword, 0.0) AS keyword, COALESCE(su.relevance, 0.0) AS supported
+    FROM recent r LEFT JOIN kw ON kw.id = r.id LEFT JOIN support su ON su.id = r.id
+),
+related AS (
+    SELECT *, 1 - (1 - LEAST(similarity, 1.0)) * (1 - :keyword_blend * keyword) * (1 - LEAST(supported, 1.0))
+           AS relevance
+    FROM scored
+)
+SELECT id, text, speaker, occurred_at, message_id, importance, similarity, keyword, supported, relevance
+FROM related
+WHERE relevance >= :min_relevance
+ORDER BY relevance DESC, occurred_at DESC, id
+LIMIT :candidates
+"""
+
+
+def term_queries(keywords: Sequence[str]) -> list[str]:
+    """One ``to_tsquery('simple', ...)`` text per keyword: the word and its accent-free form, as prefixes.
+
+    Keywords are the planner's (letters and digits only), so they never carry tsquery syntax.
+    """
+    queries: list[str] = []
+    for word in keywords:
+        forms = [form for form in dict.fromkeys([word.casefold(), "".join(fold_words(word))]) if form]
+        if forms:
+            query = " | ".join(f"{form}:*" for form in forms)
+            if query not in queries:
+                queries.append(query)
+    return queries
+
+
+def relevant_conversations(
+    session: Session,
+    agent_id: str,
+    query_vector: Sequence[float],
+    keywords: Sequence[str],
+    config: MemoryConfig,
+    *,
+    now: datetime,
+    session_id: str | None = None,
+    window: TimeWindow | None = None,
+    support: Mapping[str, float] | None = None,
+) -> list[RetrievedEvent]:
+    """The ``topk_events`` past messages that best answer the query, best first, scored like facts.
+
+    ``support`` maps event ids to the relevance of the best candidate fact extracted from them:
+    a fact that answers the query is evidence that the message it came from does too, so the
+    message's relevance is the probabilistic OR of its own and its facts'.
+    """
+    if config.topk_events <= 0 or config.event_max_scan <= 0:
+        return []
+    params: dict[str, Any] = {
+        "agent": agent_id,
+        "vec": vector_literal(query_vector),
+        "scan": config.event_max_scan,
+        "term_queries": term_queries(keywords),
+        "keyword_blend": KEYWORD_BLEND,
+        "min_relevance": config.min_similarity,
+        "candidates": config.topk_events * EVENT_CANDIDATE_FACTOR,
+        "support_ids": list((support or {}).keys()),
+        "support_relevance": [float(value) for value in (support or {}).values()],
+    }
+    session_sql = ""
+    if session_id is not None:
+        session_sql = "AND e.session_id = :session_id"
+        params["session_id"] = session_id
+    window_sql = ""
+    if window is not None:
+        window_sql = "AND e.occurred_at <= :as_of_end"
+        params["as_of_end"] = window.end
+    sql = _CONVERSATIONS_SQL.format(session=session_sql, window=window_sql)
+    rows = session.execute(text(sql), params).all()
+    half_life = float(config.recency_half_life_days)
+    weights = config.score_weights
+    scored: list[tuple[float, Any]] = []
+    for row in rows:
+        if not str(row.text).strip():
+            continue
+        # The fact formula, with the relevance computed above (the OR of similarity, keyword and support).
+        importance = float(row.importance if row.importance is not None else 0.5)
+        score = min(
+            1.0,
+            weights["semantic"] * min(1.0, float(row.relevance))
+            + weights["recency"] * recency_score(row.occurred_at, now, half_life)
+            + weights["importance"] * min(1.0, max(0.0, importance)),
+        )
+        scored.append((score, row))
+    scored.sort(key=lambda item: (-item[0], -item[1].occurred_at.timestamp(), str(item[1].id)))
+    limit = config.context_event_max_chars
+    events: list[RetrievedEvent] = []
+    for score, row in scored[: config.topk_events]:
+        body = " ".join(str(row.text).split())
+        if limit and len(body) > limit:
+            body = body[: max(0, limit - 3)].rstrip() + "..."
+        events.append(
+            RetrievedEvent(
+                event_id=str(row.id),
+                text=body,
+                speaker=str(row.speaker),
+                occurred_at=row.occurred_at,
+                message_id=row.message_id,
+                score=round(score, 6),
+            )
+        )
+    return events
+
+
+def fact_support(facts: Iterable[RankedFact]) -> dict[str, float]:
+    """Source event id -> relevance of its best fact among ``facts`` (the candidates retrieval ranked)."""
+    support: dict[str, float] = {}
+    for fact in facts:
+        event_id = fact.candidate.source_event_id
+        if event_id is None:
+            continue
+        candidate = fact.candidate
+        value = relevance(candidate.semantic, candidate.keyword, candidate.graph)
+        if value > support.get(event_id, 0.0):
+            support[event_id] = value
+    return support

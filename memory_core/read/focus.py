@@ -1,0 +1,67 @@
+"""How much "this fact is about an entity the query names" says: entity specificity (ours).
+
+The graph signal (R5) and spreading activation (R7) reward facts for their entity, not for
+their content: every fact of a query entity gets the same graph score, and the facts they bring
+in beyond the other signals' candidates are chosen by importance and recency, not by the query.
+That is the right evidence when the entity is small: "Onde o Marcos mora?" over a memory where
+Marcos has a handful of facts, all of which fit in the answer. It stops being evidence when the
+entity owns far more facts than the signal can bring: the person the agent talks to every day,
+the two speakers of a long conversation. Then every one of their hundreds of facts is "about the
+query entity", the graph signal cannot tell which matter, and the few it brings flood the top of
+the ranking ahead of the facts that match the question (on the LoCoMo sample, where every
+question names a speaker, turning graph and spreading off raised recall@10 from 34 to 53).
+
+So an entity's contribution is scaled by its specificity, ``min(1, budget / fact_count)``:
+``budget`` is how many facts the signal takes from one entity (``graph_max_facts`` for the graph
+signal, ``spreading_facts_per_entity`` for spreading). An entity that fits in that budget keeps
+its full weight (1.0, the seeds' behaviour); one with ten times more facts gives each a tenth,
+roughly the chance that a fact picked without looking at the query is one the query is about.
+The query's other signals still rank the entity's facts by content: a fact that matches the
+question semantically or by keyword keeps that score whatever its entity.
+
+``fact_count`` is the entity's count of active facts that the write path maintains; an entity
+without a count (0) keeps the full weight.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from sqlalchemy import text
+from sqlalchemy.orm import Session
+
+from memory_core.read.signals import GraphNode
+
+__all__ = ["entity_fact_counts", "specificity", "weigh_graph_nodes"]
+
+
+def specificity(fact_count: int | None, budget: int) -> float:
+    """``min(1, budget / fact_count)``: 1.0 for entities that fit in ``budget`` (or have no count)."""
+    if fact_count is None or fact_count <= max(budget, 0) or fact_count <= 0:
+        return 1.0
+    return max(budget, 1) / float(fact_count)
+
+
+def entity_fact_counts(session: Session, agent_id: str, keys: Sequence[str]) -> dict[str, int]:
+    """Active-fact counts of the agent's entities ``keys`` (absent keys are left out)."""
+    if not keys:
+        return {}
+    rows = session.execute(
+        text(
+            "SELECT canonical_key, fact_count FROM memory_entities "
+            "WHERE agent_id = :agent AND canonical_key = ANY(CAST(:keys AS text[]))"
+        ),
+        {"agent": agent_id, "keys": list(dict.fromkeys(keys))},
+    ).all()
+    return {str(row.canonical_key): int(row.fact_count or 0) for row in rows}
+
+
+def weigh_graph_nodes(session: Session, agent_id: str, nodes: Sequence[GraphNode], budget: int) -> list[GraphNode]:
+    """``nodes`` with each strength scaled by its entity's specificity (see the module docstring)."""
+    counts = entity_fact_counts(session, agent_id, [node.key for node in nodes])
+    weighed: list[GraphNode] = []
+    for node in nodes:
+        weight = specificity(counts.get(node.key), budget)
+        weighed.append(node if weight >= 1.0 else replace(node, strength=node.strength * weight))
+    return weighed

@@ -1,0 +1,103 @@
+"""Relevant conversations (memory_core.read.conversations): past messages scored like facts."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from memory_core.read.context import ReadContext
+from memory_core.read.conversations import relevant_conversations, term_queries
+from memory_core.read.pipeline import retrieve
+from memory_core.read.rank import recency_score
+from tests.memory_core.read.conftest import NOW, MemoryBuilder
+
+
+def _cosine(left: list[float], right: list[float]) -> float:
+    dot = sum(a * b for a, b in zip(left, right, strict=True))
+    return dot / (math.sqrt(sum(a * a for a in left)) * math.sqrt(sum(b * b for b in right)))
+
+
+def test_term_queries_are_prefixes_with_the_folded_form() -> None:
+    assert term_queries(["série", "lgbtq", "série"]) == ["série:* | serie:*", "lgbtq:*"]
+    assert term_queries([]) == []
+
+
+def test_a_conversational_question_gets_the_turn_above_unrelated_speaker_facts(
+    read_ctx: ReadContext, memory: MemoryBuilder
+) -> None:
+    said = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    caroline = memory.entity("Caroline")
+    # A long conversation: Caroline has many more facts than the graph signal brings (30).
+    for number in range(60):
+        memory.fact(
+            f"Caroline cooked pasta number {number} for dinner",
+            caroline,
+            importance=0.9,
+            speaker="Caroline",
+            valid_from=said,
+        )
+    memory.refresh_fact_counts()
+    turn = memory.event(
+        "I went to a LGBTQ support group yesterday and it was so powerful.",
+        speaker="Caroline",
+        occurred_at=said,
+        message_id="D1:3",
+    )
+    for number in range(10):
+        memory.event(f"Cooking pasta again, batch {number}.", speaker="Caroline", occurred_at=said + timedelta(hours=1))
+
+    result = retrieve(read_ctx, agent_id=memory.agent_id, query="When did Caroline go to the LGBTQ support group?")
+
+    assert result.events[0].event_id == turn
+    assert result.events[0].message_id == "D1:3"
+    # Facts and events share one scale: the turn outranks every fact that is only "about Caroline".
+    assert result.events[0].score > max(fact.score for fact in result.facts)
+    assert "- (2023-05-08) I went to a LGBTQ support group" in result.context
+
+
+def test_rare_query_words_carry_the_keyword_match(read_ctx: ReadContext, memory: MemoryBuilder) -> None:
+    said = NOW - timedelta(days=400)  # old: recency adds nothing
+    rare = memory.event("We talked about Vertix at lunch.", speaker="Ana", occurred_at=said)
+    for number in range(9):
+        memory.event(f"Ana here, note {number}.", speaker="Ana", occurred_at=said)
+    config = read_ctx.base_config
+    # A query vector unrelated to every event: only the keyword signal can find anything.
+    vector = read_ctx.embedder.embed_one("zebra quartz xylophone")
+    assert vector is not None
+    with read_ctx.sessions() as session:
+        events = relevant_conversations(session, memory.agent_id, vector, ["ana", "vertix"], config, now=NOW)
+    # "ana" is in all ten messages (their speaker), "vertix" in one: matching "ana" alone is worth
+    # almost nothing and stays under the relevance bar; "vertix" carries the match.
+    assert [event.event_id for event in events] == [rare]
+
+
+def test_events_are_scored_with_the_fact_formula(read_ctx: ReadContext, memory: MemoryBuilder) -> None:
+    said = NOW - timedelta(days=3)
+    message = "Fui a um show de jazz com o Rafael"
+    memory.event(message, speaker="Pedro", occurred_at=said)
+    query = "show de jazz"
+    vector = read_ctx.embedder.embed_one(query)
+    stored = read_ctx.embedder.embed_one(message)
+    assert vector is not None
+    assert stored is not None
+    config = read_ctx.base_config
+    with read_ctx.sessions() as session:
+        # No keywords: relevance is the cosine similarity, as for a fact found by the semantic signal.
+        (event,) = relevant_conversations(session, memory.agent_id, vector, [], config, now=NOW)
+    similarity = _cosine(vector, stored)
+    recency = recency_score(said, NOW, float(config.recency_half_life_days))
+    expected = 0.70 * similarity + 0.20 * recency + 0.10 * 0.5
+    assert event.score == pytest.approx(expected, abs=1e-5)
+
+
+def test_recency_alone_never_brings_an_unrelated_message(read_ctx: ReadContext, memory: MemoryBuilder) -> None:
+    memory.event("Comprei pão e leite na padaria", speaker="Pedro")
+    vector = read_ctx.embedder.embed_one("Qual é a banda de jazz preferida do Rafael?")
+    assert vector is not None
+    with read_ctx.sessions() as session:
+        events = relevant_conversations(
+            session, memory.agent_id, vector, ["banda", "jazz", "rafael"], read_ctx.base_config, now=NOW
+        )
+    assert events == []
