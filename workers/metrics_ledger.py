@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 import math
+import threading
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -65,6 +67,10 @@ class MetricsLedger:
         self.client = client
         self.key_prefix = key_prefix
         self.base = f"{key_prefix}arandu:metrics:"
+        # Skill calls wait here until the task that made them ends: one round trip per task,
+        # not one per call (a message's extraction alone makes several).
+        self._pending_skills: Counter[str] = Counter()
+        self._pending_lock = threading.Lock()
 
     @classmethod
     def for_settings(cls, settings: Settings) -> MetricsLedger | None:
@@ -98,18 +104,34 @@ class MetricsLedger:
         pipe.hincrbyfloat(key, "sum", duration_s)
         pipe.hincrby(key, "count", 1)
         pipe.hincrby(key, f"state:{state}", 1)
+        self._add_pending_skills(pipe)
         pipe.execute()
 
     def record_skill_call(self, skill: str, implementation: str, outcome: str, usage: TokenUsage) -> None:
-        """Count one skill call and its tokens (the :class:`SkillCallSink` of instrumented skills)."""
-        key = f"{self.base}skills"
+        """Count one skill call and its tokens (the :class:`SkillCallSink` of instrumented skills).
+
+        Buffered in process: the next :meth:`observe_task` (the end of the task that made the
+        call) or :meth:`flush` writes it.
+        """
+        with self._pending_lock:
+            self._pending_skills[f"calls|{skill}|{implementation}|{outcome}"] += 1
+            if usage.input_tokens:
+                self._pending_skills[f"tokens|{skill}|{implementation}|input"] += usage.input_tokens
+            if usage.output_tokens:
+                self._pending_skills[f"tokens|{skill}|{implementation}|output"] += usage.output_tokens
+
+    def flush(self) -> None:
+        """Write buffered skill calls now (a process that records outside tasks calls this)."""
         pipe = self.client.pipeline(transaction=False)
-        pipe.hincrby(key, f"calls|{skill}|{implementation}|{outcome}", 1)
-        if usage.input_tokens:
-            pipe.hincrby(key, f"tokens|{skill}|{implementation}|input", usage.input_tokens)
-        if usage.output_tokens:
-            pipe.hincrby(key, f"tokens|{skill}|{implementation}|output", usage.output_tokens)
-        pipe.execute()
+        if self._add_pending_skills(pipe):
+            pipe.execute()
+
+    def _add_pending_skills(self, pipe: redis.client.Pipeline) -> bool:
+        with self._pending_lock:
+            pending, self._pending_skills = self._pending_skills, Counter()
+        for name, amount in pending.items():
+            pipe.hincrby(f"{self.base}skills", name, amount)
+        return bool(pending)
 
     def snapshot(self) -> LedgerSnapshot:
         """Read everything back (a handful of round trips, whatever the traffic was)."""
