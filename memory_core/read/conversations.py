@@ -5,16 +5,17 @@ with the context a one-line fact loses (who answered whom, what else was said). 
 the best of them under "Relevant conversations". Three signals find them:
 
 * **semantic**: cosine similarity between the query and the message's embedding;
-* **keyword**: the query's keyword terms (the planner's, prefix-matched like the fact signal's)
-  against the speaker and text of each message, weighted by inverse document frequency over the
-  messages searched: ``keyword = sum of the matched terms' idf / sum of every term's idf`` with
-  the BM25 idf ``ln(1 + (N - n + 0.5) / (n + 0.5))``. A term most messages contain (the name of
-  the person the agent talks to, who speaks half of them) weighs almost nothing; a rare one
-  ("LGBTQ", "Vertix") carries the match. This is the part of BM25 that matters for short
-  messages (a term rarely occurs twice in one, so term-frequency saturation and length
-  normalisation change little), and it is what dense retrieval misses most: rare names and
-  words the embedding model has no good vector for. The speaker is searched because questions
-  name who said something and a message rarely names its own speaker;
+* **keyword**: the query's keyword terms (the planner's, matched as the fact signal's ILIKE does:
+  as written or accent-folded, anywhere in the lower-cased text) against the speaker and text of each
+  message, weighted by inverse document frequency over the messages searched:
+  ``keyword = sum of the matched terms' idf / sum of every term's idf`` with the BM25 idf
+  ``ln(1 + (N - n + 0.5) / (n + 0.5))``. A term most messages contain (the name of the person
+  the agent talks to, who speaks half of them) weighs almost nothing; a rare one ("LGBTQ",
+  "Vertix") carries the match. This is the part of BM25 that matters for short messages (a term
+  rarely occurs twice in one, so term-frequency saturation and length normalisation change
+  little), and it is what dense retrieval misses most: rare names and words the embedding model
+  has no good vector for. The speaker is searched because questions name who said something and
+  a message rarely names its own speaker;
 * **support**: the relevance of the best candidate fact extracted from the message (a fact that
   answers the query is evidence that the message it came from does too).
 
@@ -55,17 +56,19 @@ EVENT_CANDIDATE_FACTOR = 3
 _CONVERSATIONS_SQL = """
 WITH recent AS (
     SELECT e.id, e.text, e.speaker, e.occurred_at, e.message_id, e.importance, e.embedding_vec,
-           to_tsvector('simple', coalesce(e.speaker, '') || ' ' || e.text) AS doc
+           lower(coalesce(e.speaker, '') || ' ' || e.text) AS doc
     FROM memory_events e
     WHERE e.agent_id = :agent AND e.embedding_vec IS NOT NULL {session} {window}
     ORDER BY e.occurred_at DESC, e.id
     LIMIT :scan
 ),
 terms AS (
-    SELECT t.ord, to_tsquery('simple', t.q) AS q
-    FROM unnest(CAST(:term_queries AS text[])) WITH ORDINALITY AS t(q, ord)
+    SELECT t.ord, t.word, t.folded
+    FROM unnest(CAST(:kw_words AS text[]), CAST(:kw_folded AS text[])) WITH ORDINALITY AS t(word, folded, ord)
 ),
-hits AS (SELECT r.id, t.ord FROM recent r JOIN terms t ON r.doc @@ t.q),
+hits AS (
+    SELECT r.id, t.ord FROM recent r JOIN terms t ON strpos(r.doc, t.word) > 0 OR strpos(r.doc, t.folded) > 0
+),
 idf AS (
     SELECT t.ord,
            ln(1.0 + ((SELECT count(*) FROM recent) - count(h.id) + 0.5) / (count(h.id) + 0.5)) AS weight
@@ -140,7 +143,11 @@ def relevant_conversations(
         "agent": agent_id,
         "vec": vector_literal(query_vector),
         "scan": config.event_max_scan,
-        "term_queries": term_queries(keywords),
+        # The fact keyword signal's match: the word, as written or accent-folded, anywhere in the
+        # lower-cased text (strpos over a few hundred short messages costs far less than parsing
+        # them to tsvectors, or than ILIKE).
+        "kw_words": [word.lower() for word in keywords],
+        "kw_folded": ["".join(fold_words(word)) or word.lower() for word in keywords],
         "keyword_blend": KEYWORD_BLEND,
         "min_relevance": config.min_similarity,
         "candidates": config.topk_events * EVENT_CANDIDATE_FACTOR,
