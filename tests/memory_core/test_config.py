@@ -53,6 +53,9 @@ SEED_DEFAULTS: list[tuple[str, Any]] = [
     ("graph_query_bonus", 1.5),
     ("graph_min_edge_strength", 0.5),
     ("graph_max_facts", 30),
+    # Ours (not in the seeds): rarity-weighted keywords and entity specificity, on by default.
+    ("keyword_idf", True),
+    ("entity_specificity", True),
     # Reranker
     ("enable_reranker", True),
     ("reranker_timeout_sec", 5.0),
