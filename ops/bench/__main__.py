@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from pathlib import Path
 
 from ops.bench.common import install_stop_signals
 
@@ -57,12 +56,6 @@ def main(argv: list[str] | None = None) -> int:
         "--keep-home", action="store_true", help="keep the temporary ARANDU_HOME (logs, database) for diagnosis"
     )
     retrieve.add_argument("--no-record", action="store_true", help="print the figures without appending to RESULTS.md")
-    retrieve.add_argument(
-        "--reuse-home",
-        type=Path,
-        metavar="PATH",
-        help="measure on the dataset of a home an earlier --keep-home run left (no load; never removed)",
-    )
     retrieve.add_argument(
         "--reuse-home",
         type=Path,
@@ -126,7 +119,6 @@ def main(argv: list[str] | None = None) -> int:
         return run_retrieve_benchmark(
             quick=args.quick,
             keep_home=args.keep_home,
-            reuse_home=args.reuse_home,
             reuse_home=args.reuse_home,
             record=not args.no_record,
             argv=raw_args[1:],
