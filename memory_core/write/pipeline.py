@@ -132,6 +132,18 @@ class _Computed:
     event_row: dict[str, Any] | None = None
 
 
+def _stage_completion(
+    run: RunView, output: ExtractStageOutput | ResolveStageOutput | ReconcileStageOutput, started: float
+) -> StageCompletion:
+    """A computed stage's completion: its output as JSON, its duration since ``started`` and its tokens."""
+    return StageCompletion(
+        run.event_id,
+        output.model_dump(mode="json"),
+        (time.perf_counter() - started) * 1000,
+        tokens=output.tokens.model_dump(),
+    )
+
+
 def _compute_extract(ctx: WriteContext, session: Session, run: RunView) -> _Computed:
     started = time.perf_counter()
     cache = SkillCache(ctx.sessions, run.event_id, run.stage_outputs.get("llm_cache") or {})
@@ -147,12 +159,7 @@ def _compute_extract(ctx: WriteContext, session: Session, run: RunView) -> _Comp
     )
     emotion = result.emotion
     return _Computed(
-        StageCompletion(
-            run.event_id,
-            result.output.model_dump(mode="json"),
-            (time.perf_counter() - started) * 1000,
-            tokens=result.output.tokens.model_dump(),
-        ),
+        _stage_completion(run, result.output, started),
         {
             "id": str(run.event_id),
             "vec": _vector(result.event_embedding),
@@ -177,14 +184,7 @@ def _compute_resolve(ctx: WriteContext, session: Session, run: RunView) -> _Comp
         config=ctx.config_for(run.options),
         cache=cache,
     )
-    return _Computed(
-        StageCompletion(
-            run.event_id,
-            output.model_dump(mode="json"),
-            (time.perf_counter() - started) * 1000,
-            tokens=output.tokens.model_dump(),
-        )
-    )
+    return _Computed(_stage_completion(run, output, started))
 
 
 def _compute_reconcile(ctx: WriteContext, session: Session, run: RunView) -> _Computed:
@@ -203,14 +203,7 @@ def _compute_reconcile(ctx: WriteContext, session: Session, run: RunView) -> _Co
         config=ctx.config_for(run.options),
         cache=cache,
     )
-    return _Computed(
-        StageCompletion(
-            run.event_id,
-            output.model_dump(mode="json"),
-            (time.perf_counter() - started) * 1000,
-            tokens=output.tokens.model_dump(),
-        )
-    )
+    return _Computed(_stage_completion(run, output, started))
 
 
 _COMPUTE: dict[str, Callable[[WriteContext, Session, RunView], _Computed]] = {

@@ -27,6 +27,7 @@ from fastapi import FastAPI
 from sqlalchemy import Engine, text
 
 from memory_core.settings import Settings, load_settings
+from workers.redis_client import redis_client_for
 
 TEST_API_KEY = "test-key"
 
@@ -134,15 +135,7 @@ def stored_counts(engine: Engine, agent_id: str) -> dict[str, int]:
 
 def broker_client(broker_url: str) -> redis.Redis:
     """A redis-py client on the broker (``redis+socket://`` included)."""
-    if broker_url.startswith("redis+socket://"):
-        path, _, query = broker_url.removeprefix("redis+socket://").partition("?")
-        database = 0
-        for pair in query.split("&"):
-            name, _, value = pair.partition("=")
-            if name in ("virtual_host", "db") and value.isdigit():
-                database = int(value)
-        return redis.Redis(unix_socket_path=path, db=database)
-    return redis.Redis.from_url(broker_url)
+    return redis_client_for(broker_url)
 
 
 def queued_task_names(client: redis.Redis, queue: str = "ingest") -> list[str]:

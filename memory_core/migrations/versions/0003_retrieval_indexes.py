@@ -1,4 +1,5 @@
-"""Retrieval: indexes that keep large agents fast inside a large table.
+"""Reserved slot, no schema change: per-agent vector indexes are created at run time
+(memory_core.read.agent_index). Kept so databases already at this revision stay valid.
 
 Revision ID: 0003
 Revises: 0002

@@ -1,4 +1,5 @@
-"""Write path: schema changes for throughput.
+"""Reserved slot, no schema change: the write-path throughput work needed none. Kept so
+databases already at this revision stay valid.
 
 Revision ID: 0004
 Revises: 0003
