@@ -9,12 +9,25 @@ frequency: a word found in most documents carries almost no evidence, a rare one
 
 Here ``keyword = sum of idf(matched keywords) / sum of idf(all keywords)`` with the BM25 idf
 ``ln(1 + (N - n + 0.5) / (n + 0.5))``, ``N`` the agent's facts in the searched validity window
-and ``n`` those containing the keyword (the fact signal's own prefix match on ``search_vector``,
-counted up to :data:`DF_CAP` rows so a very common word costs a bounded index scan). With
-keywords that are all equally rare this is exactly the seeds' fraction; a query of one keyword
-still scores 1.0 on a match. A fact "contains" a keyword as the keyword signal's SQL decides (its
-text, as written or accent-folded, contains the word), so both agree on what matched.
-Aggregation matches ("my friends" -> ``person:%``) keep their fixed score.
+and ``n`` those containing the keyword (the fact signal's prefix match on ``search_vector``).
+With keywords that are all equally rare this is exactly the seeds' fraction; a query of one
+keyword still scores 1.0 on a match. A fact "contains" a keyword as the keyword signal's SQL
+decides (its text, as written or accent-folded, contains the word), so both agree on what
+matched. Aggregation matches ("my friends" -> ``person:%``) keep their fixed score.
+
+Counting ``n`` is done so that its cost stays bounded whatever the agent's size
+(:func:`document_frequencies`):
+
+* an agent with up to :data:`SCAN_MAX_FACTS` facts: one pass over its own facts (its b-tree),
+  every keyword tested against each fact's ``search_vector``, and ``N`` counted in the same pass.
+  The ``search_vector`` GIN index is table-wide, so for a small agent a word common elsewhere
+  ("live" over a million facts) would cost a scan of everybody's matches to find a few of its own;
+* a larger agent: ``N`` is its cached full count; a keyword that PostgreSQL's statistics
+  (:mod:`memory_core.read.term_stats`) say is common gets its ``n`` estimated as share x ``N``
+  (a common word weighs almost nothing: precision is not needed there, and its exact count is
+  the expensive one); any other keyword is counted through the GIN index (rare words have few
+  matches in the whole table) up to :data:`DF_CAP`, and remembered per agent for
+  :data:`DF_CACHE_TTL_S` (an idf moves slowly as memory grows).
 
 The same weighting scores relevant conversations (:mod:`memory_core.read.conversations`), so
 facts and events keep one scale. ``keyword_idf = false`` restores the plain fraction.
@@ -23,22 +36,59 @@ facts and events keep one scale. ``keyword_idf = false`` restores the plain frac
 from __future__ import annotations
 
 import math
+import threading
+import time
 from collections.abc import Iterable, Sequence
 
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from memory_core.read.agent_index import database_key
 from memory_core.read.conversations import term_queries
 from memory_core.read.entities import TimeWindow, fact_validity_sql, window_params
 from memory_core.read.planner import fold_words
 from memory_core.read.rank import AGGREGATION_KEYWORD_SCORE, Candidate
+from memory_core.read.signals import agent_counts
+from memory_core.read.term_stats import estimated_share, term_stats
 
-__all__ = ["DF_CAP", "bm25_idf", "keyword_weights", "matched_keywords", "reweigh_keywords"]
+__all__ = [
+    "COMMON_ESTIMATE_MIN",
+    "DF_CACHE_TTL_S",
+    "DF_CAP",
+    "SCAN_MAX_FACTS",
+    "bm25_idf",
+    "document_frequencies",
+    "keyword_weights",
+    "matched_keywords",
+    "reweigh_keywords",
+]
 
-# Document frequencies are counted up to this many facts (beyond it a word is simply "very common").
+# Document frequencies counted through the index stop at this many facts ("very common").
 DF_CAP = 2_000
+# Agents with at most this many facts are counted in one pass over their own rows.
+SCAN_MAX_FACTS = 5_000
+# A keyword the statistics expect in at least this many of the agent's facts is estimated, not counted.
+COMMON_ESTIMATE_MIN = 500
+# Exact counts of a large agent's keywords are reused for this long.
+DF_CACHE_TTL_S = 600.0
 
-_DF_SQL = """
+# One pass over the agent's facts: N and each keyword's n. MATERIALIZED keeps the planner on the
+# agent's b-tree (the table-wide GIN index would visit every agent's matches of a common word).
+_SCAN_DF_SQL = """
+WITH mine AS MATERIALIZED (
+    SELECT f.search_vector FROM memory_facts f WHERE f.agent_id = :agent AND {validity}
+),
+terms AS (
+    SELECT t.ord, to_tsquery('simple', t.q) AS tq
+    FROM unnest(CAST(:term_queries AS text[])) WITH ORDINALITY AS t(q, ord)
+)
+SELECT 0 AS ord, count(*) AS df FROM mine
+UNION ALL
+SELECT t.ord, (SELECT count(*) FROM mine m WHERE m.search_vector @@ t.tq) FROM terms t
+"""
+
+# Per keyword, the agent's matches through the GIN index, capped (rare words: few rows anywhere).
+_INDEX_DF_SQL = """
 SELECT t.ord, (
     SELECT count(*) FROM (
         SELECT 1 FROM memory_facts f
@@ -50,30 +100,105 @@ FROM unnest(CAST(:term_queries AS text[])) WITH ORDINALITY AS t(q, ord)
 """
 
 
+class _DocumentFrequencyCache:
+    """Exact keyword counts of large agents' current facts, per database, agent and term query."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._values: dict[tuple[str, str, str], tuple[float, int]] = {}
+
+    def get(self, key: tuple[str, str, str], now: float) -> int | None:
+        with self._lock:
+            cached = self._values.get(key)
+        if cached is None or now - cached[0] >= DF_CACHE_TTL_S:
+            return None
+        return cached[1]
+
+    def put(self, key: tuple[str, str, str], now: float, value: int) -> None:
+        with self._lock:
+            if len(self._values) > 100_000:
+                self._values.clear()
+            self._values[key] = (now, value)
+
+    def clear(self) -> None:
+        """Forget every count (tests)."""
+        with self._lock:
+            self._values.clear()
+
+
+document_frequency_cache = _DocumentFrequencyCache()
+
+
 def bm25_idf(total: int, containing: int) -> float:
     """``ln(1 + (N - n + 0.5) / (n + 0.5))``: near 0 for a word in every document, large for a rare one."""
     total = max(total, containing, 0)
     return math.log(1.0 + (total - containing + 0.5) / (containing + 0.5))
 
 
+def document_frequencies(
+    session: Session,
+    agent_id: str,
+    queries: Sequence[str],
+    agent_facts: int,
+    *,
+    window: TimeWindow | None = None,
+) -> tuple[int, list[int]]:
+    """``(N, [n per term query])`` over the agent's facts in ``window``, at a bounded cost (module docstring).
+
+    ``agent_facts`` is what the caller already counted (possibly capped, or 0 when it did not
+    count); it only chooses the method.
+    """
+    validity = fact_validity_sql("f", window)
+    params = {"agent": agent_id, "term_queries": list(queries), **window_params(window)}
+    if 0 < agent_facts <= SCAN_MAX_FACTS:
+        rows = session.execute(text(_SCAN_DF_SQL.format(validity=validity)), params).all()
+        counts = {int(row.ord): int(row.df) for row in rows}
+        return counts.get(0, 0), [counts.get(position, 0) for position in range(1, len(queries) + 1)]
+    total = agent_counts.get(session, agent_id, window)
+    if total <= SCAN_MAX_FACTS:
+        return document_frequencies(session, agent_id, queries, max(total, 1), window=window)
+    shares, ordered = term_stats.shares(session)
+    database = database_key(session)
+    now = time.monotonic()
+    frequencies: list[int | None] = []
+    for query in queries:
+        forms = [part.strip().removesuffix(":*") for part in query.split("|")]
+        estimate = estimated_share(shares, ordered, forms) * total
+        if estimate >= COMMON_ESTIMATE_MIN:
+            frequencies.append(min(total, round(estimate)))
+        elif window is None:
+            frequencies.append(document_frequency_cache.get((database, agent_id, query), now))
+        else:
+            frequencies.append(None)
+    missing = [query for query, value in zip(queries, frequencies, strict=True) if value is None]
+    if missing:
+        rows = session.execute(
+            text(_INDEX_DF_SQL.format(validity=validity)), {**params, "term_queries": missing, "cap": DF_CAP}
+        ).all()
+        counted = {missing[int(row.ord) - 1]: int(row.df) for row in rows}
+        for query, value in counted.items():
+            if window is None:
+                document_frequency_cache.put((database, agent_id, query), now, value)
+        frequencies = [
+            counted[query] if value is None else value for query, value in zip(queries, frequencies, strict=True)
+        ]
+    return total, [int(value or 0) for value in frequencies]
+
+
 def keyword_weights(
     session: Session,
     agent_id: str,
     keywords: Sequence[str],
-    total_facts: int,
+    agent_facts: int,
     *,
     window: TimeWindow | None = None,
 ) -> list[float]:
-    """The idf of each keyword over the agent's facts (one statement; an index scan per keyword)."""
+    """The idf of each keyword over the agent's facts (see :func:`document_frequencies` for the cost)."""
     queries = term_queries(keywords)
     if len(queries) != len(keywords) or not keywords:
         return [1.0] * len(keywords)
-    rows = session.execute(
-        text(_DF_SQL.format(validity=fact_validity_sql("f", window))),
-        {"agent": agent_id, "term_queries": queries, "cap": DF_CAP, **window_params(window)},
-    ).all()
-    counts = {int(row.ord): int(row.df) for row in rows}
-    return [bm25_idf(total_facts, counts.get(position, 0)) for position in range(1, len(keywords) + 1)]
+    total, counts = document_frequencies(session, agent_id, queries, agent_facts, window=window)
+    return [bm25_idf(total, count) for count in counts]
 
 
 def matched_keywords(fact_text: str, keywords: Sequence[str]) -> list[bool]:

@@ -10,7 +10,10 @@ Hops are counted from fact to fact, as in the seeds' example (seed "Marcos lives
 * hop n > 2: one more relationship step each (edges of at least ``graph_min_edge_strength``).
 
 Each entity (or cluster) contributes at most ``spreading_facts_per_entity`` (3) facts per hop,
-the strongest by dynamic importance (seeds R13). ``spreading_activation_hops = 0`` disables it.
+the strongest by dynamic importance (seeds R13), scaled by the entity's specificity when
+``entity_specificity`` is on (:mod:`memory_core.read.focus`); an entity so broad that its share
+falls under :data:`SPREADING_MIN_SPECIFICITY` is not read at all. ``spreading_activation_hops = 0``
+disables it.
 A spread fact enters ranking with its activation as its graph signal; facts already found by the
 signals keep their own entry (the seeds dedupe spreading against the existing results).
 
@@ -21,6 +24,7 @@ them, resemble the query, or are a recent emotional trend ("Observed patterns").
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -39,6 +43,7 @@ from memory_core.read.signals import ELIGIBLE_CTE, FACT_COLUMNS, base_candidate,
 from memory_core.write.repository import vector_literal
 
 __all__ = [
+    "SPREADING_MIN_SPECIFICITY",
     "SPREADING_SEED_FACTS",
     "ContextExtras",
     "SpreadingResult",
@@ -49,6 +54,11 @@ __all__ = [
 
 # Spreading starts from this many of the best-ranked facts.
 SPREADING_SEED_FACTS = 5
+# With entity specificity on, spreading skips an entity (or cluster) whose facts would each get
+# less than this share of the activation (specificity = facts taken / its facts): with 3 facts
+# taken per entity, one of more than 150 facts. Reading thousands of a person's facts to hand
+# out activations of under 1% was most of this stage's time on large agents.
+SPREADING_MIN_SPECIFICITY = 0.02
 # Observed patterns shown at most.
 MAX_PATTERNS = 5
 # Clusters fetched at most (broad queries show the agent's most important ones).
@@ -117,11 +127,18 @@ _LEVEL_KEYS = "SELECT key FROM lvl{level}"
 
 _HITS_SQL = """
 levels AS ({levels}),
-entity_hits AS (
-    SELECT lv.level, lv.key AS via, lv.origin, x.id,
+sized_levels AS (
+    SELECT lv.level, lv.key, lv.origin,
            (SELECT me.fact_count FROM memory_entities me WHERE me.agent_id = :agent AND me.canonical_key = lv.key)
                AS via_facts
     FROM levels lv
+),
+entity_hits AS (
+    SELECT lv.level, lv.key AS via, lv.origin, x.id, lv.via_facts
+    FROM (
+        SELECT * FROM sized_levels
+        WHERE CAST(:max_via_facts AS int) IS NULL OR via_facts IS NULL OR via_facts <= :max_via_facts
+    ) lv
     CROSS JOIN LATERAL (
         SELECT f.id FROM memory_facts f
         WHERE f.id IN (
@@ -137,7 +154,13 @@ entity_hits AS (
 cluster_hits AS (
     SELECT 1 AS level, 'cluster:' || CAST(c.cluster_id AS text) AS via, c.origin, x.id,
            (SELECT mc.fact_count FROM memory_clusters mc WHERE mc.id = c.cluster_id) AS via_facts
-    FROM (SELECT cluster_id, max(score) AS origin FROM seeds WHERE cluster_id IS NOT NULL GROUP BY cluster_id) c
+    FROM (
+        SELECT s.cluster_id, max(s.score) AS origin FROM seeds s WHERE s.cluster_id IS NOT NULL
+        GROUP BY s.cluster_id
+        HAVING CAST(:max_via_facts AS int) IS NULL
+            OR COALESCE((SELECT mc.fact_count FROM memory_clusters mc WHERE mc.id = s.cluster_id), 0)
+               <= :max_via_facts
+    ) c
     CROSS JOIN LATERAL (
         SELECT f.id FROM memory_facts f
         WHERE f.cluster_id = c.cluster_id AND {fact_filter} AND f.id <> ALL(CAST(:seed_ids AS uuid[]))
@@ -210,6 +233,8 @@ def spread_activation(
         "max_related": config.spreading_max_related_entities,
         "min_edge_strength": config.graph_min_edge_strength,
         "fetch": per_entity * 2,
+        # Entities (and clusters) too broad for their facts to carry activation are not read.
+        "max_via_facts": (math.floor(per_entity / SPREADING_MIN_SPECIFICITY) if config.entity_specificity else None),
         **window_params(window),
     }
     if filter_keys is not None:

@@ -100,3 +100,28 @@ def test_context_extras_patterns_and_clusters(read_ctx: ReadContext, memory: Mem
         )
     assert [c.label for c in extras.clusters] == ["Running"]
     assert [p.text for p in extras.patterns] == ["Ana exercises on weekends", "Feeling more anxious this month"]
+
+
+def test_an_entity_too_broad_to_carry_activation_is_not_spread_into(
+    read_ctx: ReadContext, memory: MemoryBuilder
+) -> None:
+    ids = _graph(memory)
+    carolina = "person:carolina"
+    for number in range(160):
+        memory.fact(f"Carolina visitou o museu número {number}", carolina, importance=0.95)
+    memory.refresh_fact_counts()
+    now = datetime.now(UTC)
+    config = read_ctx.base_config
+    assert config.entity_specificity
+
+    with read_ctx.sessions() as session:
+        result = spread_activation(session, memory.agent_id, [(ids["seed"], 0.8)], config, now=now)
+    # 3 of Carolina's 161 facts would each get under 2% of the activation: her facts are not read.
+    assert carolina not in result.entities_explored
+    assert "organization:vertix" in result.entities_explored
+    assert ids["vertix"] in {candidate.fact_id for candidate in result.candidates}
+
+    flat = config.model_copy(update={"entity_specificity": False})
+    with read_ctx.sessions() as session:
+        seeds_behaviour = spread_activation(session, memory.agent_id, [(ids["seed"], 0.8)], flat, now=now)
+    assert carolina in seeds_behaviour.entities_explored
