@@ -40,6 +40,8 @@ from sqlalchemy.orm import Session
 
 __all__ = [
     "AGENT_INDEX_BUILD_MAINTENANCE_WORK_MEM",
+    "AGENT_INDEX_EF_CONSTRUCTION",
+    "AGENT_INDEX_M",
     "AGENT_INDEX_PREFIX",
     "AgentIndexes",
     "BuildOutcome",
@@ -54,7 +56,17 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-AGENT_INDEX_PREFIX = "ix_memory_facts_hnsw_agent_"
+AGENT_INDEX_PREFIX = "ix_memory_facts_hnsw_v2_agent_"
+# The first version's indexes (pgvector's default ef_construction 64): dropped once a v2 one is built.
+_LEGACY_PREFIX = "ix_memory_facts_hnsw_agent_"
+# Build parameters. A graph built with a wider candidate list (ef_construction 200 instead of
+# pgvector's 64) is searched to the same recall with a quarter of the ef_search: measured on the
+# benchmark's 100,000-fact agent (hashing embeddings of templated facts, recall@10 against exact
+# search, ties counted), ef_construction 64 needed ef_search 800 for 0.973 (51 ms p50), 200 gives
+# 0.978 at ef_search 400 (14 ms) and 0.961 at 200 (12 ms). The build takes ~2.5x longer, in the
+# background.
+AGENT_INDEX_M = 16
+AGENT_INDEX_EF_CONSTRUCTION = 200
 # A build gets at least this much memory, so a large agent's graph is built in memory.
 AGENT_INDEX_BUILD_MAINTENANCE_WORK_MEM = "1GB"
 # How long "this agent has a valid index" / "has none" is believed without asking again.
@@ -68,8 +80,15 @@ _LOCK_NAMESPACE = 0x0A1D
 
 def agent_index_name(agent_id: str) -> str:
     """The partial index of ``agent_id`` (a hash of the id: any text is a valid agent id)."""
-    digest = hashlib.sha256(agent_id.encode("utf-8")).hexdigest()[:20]
-    return f"{AGENT_INDEX_PREFIX}{digest}"
+    return f"{AGENT_INDEX_PREFIX}{_digest(agent_id)}"
+
+
+def _legacy_index_name(agent_id: str) -> str:
+    return f"{_LEGACY_PREFIX}{_digest(agent_id)}"
+
+
+def _digest(agent_id: str) -> str:
+    return hashlib.sha256(agent_id.encode("utf-8")).hexdigest()[:20]
 
 
 def agent_literal(agent_id: str) -> str:
@@ -144,11 +163,15 @@ def build_agent_index(engine: Engine, agent_id: str, *, maintenance_work_mem: st
                 connection.execute(
                     text(
                         f'CREATE INDEX CONCURRENTLY IF NOT EXISTS "{name}" ON memory_facts '
-                        f"USING hnsw (embedding_vec vector_cosine_ops) WHERE agent_id = {agent_literal(agent_id)}"
+                        f"USING hnsw (embedding_vec vector_cosine_ops) "
+                        f"WITH (m = {AGENT_INDEX_M}, ef_construction = {AGENT_INDEX_EF_CONSTRUCTION}) "
+                        f"WHERE agent_id = {agent_literal(agent_id)}"
                     )
                 )
             finally:
                 connection.execute(text("SELECT set_config('maintenance_work_mem', :value, false)"), {"value": current})
+            # The agent's first-version index, if any, only costs writes now.
+            connection.execute(text(f'DROP INDEX CONCURRENTLY IF EXISTS "{_legacy_index_name(agent_id)}"'))
         finally:
             connection.execute(text("SELECT pg_advisory_unlock(:ns, :key)"), {"ns": _LOCK_NAMESPACE, "key": key})
     agent_indexes.forget(engine, agent_id)
@@ -159,9 +182,11 @@ def drop_agent_index(engine: Engine, agent_id: str) -> bool:
     """Drop ``agent_id``'s partial index if there is one (the agent shrank, or was deleted)."""
     name = agent_index_name(agent_id)
     with engine.execution_options(isolation_level="AUTOCOMMIT").connect() as connection:
-        present = _index_state(connection, name) is not None
-        if present:
-            connection.execute(text(f'DROP INDEX CONCURRENTLY IF EXISTS "{name}"'))
+        present = False
+        for index in (name, _legacy_index_name(agent_id)):
+            if _index_state(connection, index) is not None:
+                present = True
+                connection.execute(text(f'DROP INDEX CONCURRENTLY IF EXISTS "{index}"'))
     agent_indexes.forget(engine, agent_id)
     return present
 
