@@ -185,6 +185,8 @@ class RetrievedEvent(_Model):
     occurred_at: datetime
     message_id: str | None = None
     score: float = 0.0
+    # The event_id of the message this one answers, when it was brought in as that message's reply.
+    reply_to: str | None = None
 
 
 class RetrieveResult(_Model):

@@ -278,6 +278,14 @@ class MemoryConfig(BaseModel):
     topk_facts: int = Field(20, ge=1, le=500, description="Maximum number of facts returned.")
     topk_events: int = Field(8, ge=0, le=200, description="Maximum number of events included in context.")
     event_max_scan: int = Field(200, ge=0, le=10_000, description="Maximum events scanned for relevance.")
+    event_reply_context: bool = Field(
+        True,
+        description=(
+            "Each relevant message brings the next message of its session (in arrival order) when another "
+            "speaker said it: the answer to a question is often in the reply. Placed right after its parent, "
+            "within topk_events; False lists the matched messages only; name ours."
+        ),
+    )
     min_similarity: Ratio = Field(0.20, description="Minimum cosine similarity of semantic candidates.")
     min_confidence: Ratio = Field(
         0.55,

@@ -18,6 +18,7 @@ from typing import Any
 
 from pgvector.sqlalchemy import Vector
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     CheckConstraint,
     Computed,
@@ -170,6 +171,15 @@ class MemoryEvent(Base):
         Index("ix_memory_events_agent_occurred", "agent_id", "occurred_at"),
         Index("ix_memory_events_agent_session", "agent_id", "session_id"),
         Index("ix_memory_events_import", "import_id"),
+        # Listing order of a session, and "the next message" of retrieval's reply context (0005).
+        Index(
+            "ix_memory_events_agent_session_order",
+            "agent_id",
+            "session_id",
+            "occurred_at",
+            sql_text("seq NULLS FIRST"),
+            "id",
+        ),
         Index(
             "ix_memory_events_embedding_hnsw",
             "embedding_vec",
@@ -187,6 +197,9 @@ class MemoryEvent(Base):
     import_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("imports.id", ondelete="SET NULL"))
     source: Mapped[str] = mapped_column(String(64), server_default=sql_text("'api'"))
     occurred_at: Mapped[datetime] = mapped_column(server_default=NOW)
+    # Arrival order (migration 0005): taken from memory_events_seq on insert, so messages sharing
+    # an occurred_at keep the order they were sent in. NULL for rows older than the migration.
+    seq: Mapped[int | None] = mapped_column(BigInteger, server_default=sql_text("nextval('memory_events_seq')"))
     importance: Mapped[float] = mapped_column(Float, server_default=sql_text("0.5"))
     embedding_vec: Mapped[Any | None] = mapped_column(Vector())
     trace_json: Mapped[dict[str, Any] | None] = mapped_column()

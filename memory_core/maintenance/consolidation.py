@@ -60,7 +60,7 @@ _UNTAGGED_SQL = text(
     """
     SELECT id, text FROM memory_events
     WHERE agent_id = :agent AND occurred_at >= :since AND occurred_at <= :now AND emotion_primary IS NULL
-    ORDER BY occurred_at DESC, id
+    ORDER BY occurred_at DESC, seq DESC NULLS LAST, id DESC
     LIMIT :limit
     """
 )
@@ -76,7 +76,7 @@ _EVENTS_SQL = text(
     """
     SELECT id, speaker, text, occurred_at, emotion_primary FROM memory_events
     WHERE agent_id = :agent AND occurred_at >= :since AND occurred_at <= :now
-    ORDER BY occurred_at DESC, id
+    ORDER BY occurred_at DESC, seq DESC NULLS LAST, id DESC
     LIMIT :limit
     """
 )

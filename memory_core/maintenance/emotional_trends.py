@@ -99,7 +99,7 @@ _EVENTS_SQL = text(
     SELECT id, text, occurred_at, lower(emotion_primary) AS emotion, emotion_intensity, energy_level
     FROM memory_events
     WHERE agent_id = :agent AND emotion_primary IS NOT NULL AND occurred_at >= :since AND occurred_at <= :now
-    ORDER BY occurred_at, id
+    ORDER BY occurred_at, seq NULLS FIRST, id
     """
 )
 

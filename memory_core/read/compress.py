@@ -11,6 +11,7 @@ Layout (seeds/000 "Formato de Output")::
 
     Relevant conversations:
     - (2026-03-28) Had a great meeting with the product team about the roadmap...
+      - reply: Great! What did they decide about the launch?
 
 Facts are plain: no timestamps, no entity prefix, no speaker, no qualifiers. Entity profiles are
 never injected. Empty sections are left out.
@@ -20,7 +21,8 @@ Budget: ``context_max_tokens`` x ``chars_per_token`` characters, shared proporti
 * hot tier (``hot_tier_ratio``, 0.50): the best facts, full text;
 * warm tier (``warm_tier_ratio``, 0.30): the next facts, summarised (cut to one short line);
 * cold tier (the rest, 0.20): observed patterns and relevant conversations (events up to 300
-  characters, with their date).
+  characters, with their date; a reply retrieval added as context goes indented under the
+  message it answers, and only with it).
 
 It is a proportional target, not a hard cap (seeds): the best fact is always included whatever
 its length, and budget a tier does not use flows to the others (cold first lends its spare share
@@ -70,6 +72,8 @@ class ContextEvent:
 
     text: str
     occurred_at: datetime
+    # The reply to the event listed before it (retrieval's reply context): shown under it.
+    reply: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +132,13 @@ def _cut(text: str, limit: int) -> str:
     return flat[: max(0, limit - len(_ELLIPSIS))].rstrip() + _ELLIPSIS
 
 
+# A reply's line starts with this: indented under its parent, whose date it shares in practice.
+_REPLY_PREFIX = "  - reply: "
+
+
 def _event_line(event: ContextEvent, max_chars: int, zone: tzinfo) -> str:
+    if event.reply:
+        return f"{_REPLY_PREFIX}{_cut(event.text, max_chars)}"
     moment = event.occurred_at if event.occurred_at.tzinfo else event.occurred_at.replace(tzinfo=UTC)
     return f"- ({moment.astimezone(zone).date().isoformat()}) {_cut(event.text, max_chars)}"
 
@@ -149,15 +159,20 @@ def _budget(config: MemoryConfig, cold_demand: int) -> _Budget:
     return _Budget(hot=hot + spare_cold, warm=warm, cold=cold - spare_cold)
 
 
-def _fill_cold(lines: Sequence[str], budget: int) -> list[str]:
-    kept: list[str] = []
+def _fill_cold(lines: Sequence[str], budget: int) -> list[bool]:
+    """Which ``lines`` fit in ``budget``, in order; a reply line only fits after its parent did."""
+    kept: list[bool] = []
     used = 0
+    parent_kept = False
     for line in lines:
         cost = len(line) + 1
-        if used + cost > budget:
-            continue
-        kept.append(line)
-        used += cost
+        is_reply = line.startswith(_REPLY_PREFIX)
+        fits = used + cost <= budget and (parent_kept or not is_reply)
+        if not is_reply:
+            parent_kept = fits
+        kept.append(fits)
+        if fits:
+            used += cost
     return kept
 
 
@@ -179,13 +194,28 @@ def _cold_lines(
     patterns: Sequence[ContextPattern], events: Sequence[ContextEvent], config: MemoryConfig
 ) -> tuple[list[str], list[str]]:
     pattern_lines = [f"- {_cut(p.text, PATTERN_MAX_CHARS)}" for p in patterns if p.text.strip()]
-    event_lines = [_event_line(e, config.context_event_max_chars, config.tz) for e in events if e.text.strip()]
+    event_lines: list[str] = []
+    shown_parent = False
+    for event in events:
+        if event.reply:
+            # A reply whose parent is not shown would read as a message of its own: it goes with it.
+            if not shown_parent or not event.text.strip():
+                continue
+        else:
+            shown_parent = bool(event.text.strip())
+            if not shown_parent:
+                continue
+        event_lines.append(_event_line(event, config.context_event_max_chars, config.tz))
     return pattern_lines, event_lines
 
 
 def _split_cold(pattern_lines: list[str], event_lines: list[str], budget: int) -> tuple[list[str], list[str]]:
-    kept = set(_fill_cold([*pattern_lines, *event_lines], budget))
-    return [line for line in pattern_lines if line in kept], [line for line in event_lines if line in kept]
+    kept = _fill_cold([*pattern_lines, *event_lines], budget)
+    count = len(pattern_lines)
+    return (
+        [line for line, fits in zip(pattern_lines, kept[:count], strict=True) if fits],
+        [line for line, fits in zip(event_lines, kept[count:], strict=True) if fits],
+    )
 
 
 def _finish(

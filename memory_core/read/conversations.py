@@ -29,7 +29,20 @@ an unrelated message in.
 
 The search covers the ``event_max_scan`` latest messages of the agent (or of the session, or up
 to the end of the ``as_of`` window) exactly, in one statement: no HNSW, so no filtered-ANN
-problem, and a bounded cost whatever the agent's history.
+problem, and a bounded cost whatever the agent's history. "Latest" is in listing order,
+``occurred_at`` then arrival order (``seq``; NULL for rows older than migration 0005).
+
+**Reply context** (``event_reply_context``, on by default): the answer to a question is often
+in the turn that *replies to* the one the query matches ("what did you research?" - "adoption
+agencies"). So each chosen message brings the next message of its session (next in
+``occurred_at, seq`` order, inside the ``as_of`` window) when another speaker said it and it is
+not chosen already. The same statement finds it, one LATERAL index lookup per candidate on
+``ix_memory_events_agent_session_order``. A reply scores ``REPLY_SCORE_FACTOR`` x its parent's
+score (or its own, when it was a candidate with a better one) and competes for the
+``topk_events`` places with the other messages: the reply of a strong match displaces the weakest
+matches, the reply of a weak one is what gets cut. Replies are listed right after their parent,
+with ``reply_to`` set to the parent's id. When the message after a pre-0005 row shares its
+``occurred_at`` and has no ``seq`` either, their order is unknown and no reply is added.
 """
 
 from __future__ import annotations
@@ -48,18 +61,29 @@ from memory_core.read.rank import KEYWORD_BLEND, RankedFact, recency_score, rele
 from memory_core.read.schemas import RetrievedEvent
 from memory_core.write.repository import vector_literal
 
-__all__ = ["EVENT_CANDIDATE_FACTOR", "fact_support", "relevant_conversations", "term_queries"]
+__all__ = [
+    "EVENT_CANDIDATE_FACTOR",
+    "REPLY_SCORE_FACTOR",
+    "fact_support",
+    "relevant_conversations",
+    "term_queries",
+]
 
 # Candidates fetched per event returned (ties and the recency part can reorder them in Python).
 EVENT_CANDIDATE_FACTOR = 3
+# A reply's score as a share of its parent's: just below it, so it never outranks the message that
+# made it relevant, and it displaces a matched message only when that one is clearly weaker (more
+# than 5% below the parent). Near-ties keep distinct matches; the tail gives way to the replies of
+# strong matches, which the LoCoMo lab run showed to be the better use of the places.
+REPLY_SCORE_FACTOR = 0.95
 
 _CONVERSATIONS_SQL = """
 WITH recent AS (
-    SELECT e.id, e.text, e.speaker, e.occurred_at, e.message_id, e.importance, e.embedding_vec,
-           lower(coalesce(e.speaker, '') || ' ' || e.text) AS doc
+    SELECT e.id, e.text, e.speaker, e.session_id, e.occurred_at, e.seq, e.message_id, e.importance,
+           e.embedding_vec, lower(coalesce(e.speaker, '') || ' ' || e.text) AS doc
     FROM memory_events e
     WHERE e.agent_id = :agent AND e.embedding_vec IS NOT NULL {session} {window}
-    ORDER BY e.occurred_at DESC, e.id
+    ORDER BY e.occurred_at DESC, e.seq DESC NULLS LAST, e.id DESC
     LIMIT :scan
 ),
 terms AS (
@@ -86,7 +110,7 @@ support AS (
     GROUP BY s.id
 ),
 scored AS (
-    SELECT r.id, r.text, r.speaker, r.occurred_at, r.message_id, r.importance,
+    SELECT r.id, r.text, r.speaker, r.session_id, r.occurred_at, r.seq, r.message_id, r.importance,
            GREATEST(0.0, 1 - (r.embedding_vec <=> CAST(:vec AS vector))) AS similarity,
            COALESCE(kw.keyword, 0.0) AS keyword, COALESCE(su.relevance, 0.0) AS supported
     FROM recent r LEFT JOIN kw ON kw.id = r.id LEFT JOIN support su ON su.id = r.id
@@ -95,13 +119,38 @@ related AS (
     SELECT *, 1 - (1 - LEAST(similarity, 1.0)) * (1 - :keyword_blend * keyword) * (1 - LEAST(supported, 1.0))
            AS relevance
     FROM scored
+),
+candidates AS (
+    SELECT id, text, speaker, session_id, occurred_at, seq, message_id, importance, similarity, keyword,
+           supported, relevance
+    FROM related
+    WHERE relevance >= :min_relevance
+    ORDER BY relevance DESC, occurred_at DESC, id
+    LIMIT :candidates
 )
-SELECT id, text, speaker, occurred_at, message_id, importance, similarity, keyword, supported, relevance
-FROM related
-WHERE relevance >= :min_relevance
-ORDER BY relevance DESC, occurred_at DESC, id
-LIMIT :candidates
+SELECT c.id, c.text, c.speaker, c.occurred_at, c.message_id, c.importance, c.similarity, c.keyword,
+       c.supported, c.relevance{reply_columns}
+FROM candidates c{reply_join}
+ORDER BY c.relevance DESC, c.occurred_at DESC, c.id
 """
+
+# The message after each candidate in its session, in listing order (occurred_at, seq NULLS FIRST,
+# id: the order of ix_memory_events_agent_session_order, so LIMIT 1 reads the index from the
+# candidate's position). A row with the same occurred_at comes after the candidate when its seq is
+# larger, or when the candidate has none (pre-0005) and it has one; a row without seq tied with a
+# seq-less candidate is returned too, but flagged: their order is unknown, so it is no reply.
+_REPLY_COLUMNS = """,
+       nx.id AS reply_id, nx.text AS reply_text, nx.speaker AS reply_speaker, nx.occurred_at AS reply_occurred_at,
+       nx.message_id AS reply_message_id, (nx.occurred_at > c.occurred_at OR nx.seq IS NOT NULL) AS reply_ordered"""
+_REPLY_JOIN = """
+LEFT JOIN LATERAL (
+    SELECT n.id, n.text, n.speaker, n.occurred_at, n.seq, n.message_id
+    FROM memory_events n
+    WHERE n.agent_id = :agent AND n.session_id = c.session_id AND n.occurred_at >= c.occurred_at
+      AND (n.occurred_at > c.occurred_at OR (n.id <> c.id AND (c.seq IS NULL OR n.seq > c.seq))) {reply_window}
+    ORDER BY n.occurred_at, n.seq NULLS FIRST, n.id
+    LIMIT 1
+) nx ON true"""
 
 
 def term_queries(keywords: Sequence[str]) -> list[str]:
@@ -158,11 +207,18 @@ def relevant_conversations(
     if session_id is not None:
         session_sql = "AND e.session_id = :session_id"
         params["session_id"] = session_id
-    window_sql = ""
+    window_sql = reply_window_sql = ""
     if window is not None:
         window_sql = "AND e.occurred_at <= :as_of_end"
+        reply_window_sql = "AND n.occurred_at <= :as_of_end"
         params["as_of_end"] = window.end
-    sql = _CONVERSATIONS_SQL.format(session=session_sql, window=window_sql)
+    replies = config.event_reply_context
+    sql = _CONVERSATIONS_SQL.format(
+        session=session_sql,
+        window=window_sql,
+        reply_columns=_REPLY_COLUMNS if replies else "",
+        reply_join=_REPLY_JOIN.format(reply_window=reply_window_sql) if replies else "",
+    )
     rows = session.execute(text(sql), params).all()
     half_life = float(config.recency_half_life_days)
     weights = config.score_weights
@@ -180,23 +236,70 @@ def relevant_conversations(
         )
         scored.append((score, row))
     scored.sort(key=lambda item: (-item[0], -item[1].occurred_at.timestamp(), str(item[1].id)))
+    chosen = scored[: config.topk_events]
     limit = config.context_event_max_chars
-    events: list[RetrievedEvent] = []
-    for score, row in scored[: config.topk_events]:
-        body = " ".join(str(row.text).split())
-        if limit and len(body) > limit:
-            body = body[: max(0, limit - 3)].rstrip() + "..."
-        events.append(
-            RetrievedEvent(
-                event_id=str(row.id),
-                text=body,
-                speaker=str(row.speaker),
-                occurred_at=row.occurred_at,
-                message_id=row.message_id,
-                score=round(score, 6),
-            )
-        )
-    return events
+    if not replies:
+        return [_event(row.id, row, score, limit) for score, row in chosen]
+    own_scores = {str(row.id): score for score, row in scored}
+    return _with_replies(chosen, own_scores, config.topk_events, limit)
+
+
+def _event(
+    event_id: Any, row: Any, score: float, limit: int, *, prefix: str = "", reply_to: str | None = None
+) -> RetrievedEvent:
+    """The event of ``row``'s columns named ``prefix + name`` (``reply_`` for the reply's), text cut to ``limit``."""
+    body = " ".join(str(getattr(row, f"{prefix}text")).split())
+    if limit and len(body) > limit:
+        body = body[: max(0, limit - 3)].rstrip() + "..."
+    return RetrievedEvent(
+        event_id=str(event_id),
+        text=body,
+        speaker=str(getattr(row, f"{prefix}speaker")),
+        occurred_at=getattr(row, f"{prefix}occurred_at"),
+        message_id=getattr(row, f"{prefix}message_id"),
+        score=round(score, 6),
+        reply_to=reply_to,
+    )
+
+
+def _reply_of(row: Any) -> str | None:
+    """The id of the reply ``row`` found, or None when there is none worth showing.
+
+    A reply is another speaker's message (a speaker going on is not an answer to themself), with
+    text, in a known order after its parent.
+    """
+    if row.reply_id is None or not row.reply_ordered or not str(row.reply_text or "").strip():
+        return None
+    if str(row.reply_speaker).strip().casefold() == str(row.speaker).strip().casefold():
+        return None
+    return str(row.reply_id)
+
+
+def _with_replies(
+    chosen: Sequence[tuple[float, Any]], own_scores: Mapping[str, float], topk: int, limit: int
+) -> list[RetrievedEvent]:
+    """The chosen events and their replies, best ``topk`` by score, each reply right after its parent.
+
+    A reply scores ``REPLY_SCORE_FACTOR`` x its parent's (or its own score as a candidate, if
+    better), so it always ranks below its parent and is never kept without it. A reply already
+    chosen on its own, or already brought by another parent, is not added twice.
+    """
+    taken = {str(row.id) for _, row in chosen}
+    # (score, order, event): order breaks ties so a parent precedes its reply and earlier parents win.
+    ranked: list[tuple[float, int, RetrievedEvent]] = []
+    for position, (score, row) in enumerate(chosen):
+        parent = _event(row.id, row, score, limit)
+        ranked.append((score, 2 * position, parent))
+        reply_id = _reply_of(row)
+        if reply_id is None or reply_id in taken:
+            continue
+        taken.add(reply_id)
+        reply_score = max(score * REPLY_SCORE_FACTOR, min(own_scores.get(reply_id, 0.0), score))
+        reply = _event(reply_id, row, reply_score, limit, prefix="reply_", reply_to=parent.event_id)
+        ranked.append((reply_score, 2 * position + 1, reply))
+    kept = sorted(ranked, key=lambda item: (-item[0], item[1]))[:topk]
+    # Listed in the parents' order, each reply right after its parent.
+    return [event for _, _, event in sorted(kept, key=lambda item: item[1])]
 
 
 def fact_support(facts: Iterable[RankedFact]) -> dict[str, float]:

@@ -396,7 +396,10 @@ def _compress(
         ContextFact(text=fact.candidate.fact_text, score=fact.score, cluster_id=fact.candidate.cluster_id)
         for fact in facts
     ]
-    context_events = [ContextEvent(text=event.text, occurred_at=event.occurred_at) for event in events]
+    context_events = [
+        ContextEvent(text=event.text, occurred_at=event.occurred_at, reply=event.reply_to is not None)
+        for event in events
+    ]
     if run.plan.broad_query and extras.clusters:
         return compress_broad_context(
             context_facts, extras.clusters, context_events, run.config, patterns=extras.patterns

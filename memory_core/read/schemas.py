@@ -41,6 +41,10 @@ class RetrievedEvent(_Out):
     occurred_at: datetime
     message_id: str | None = None
     score: float = 0.0
+    reply_to: str | None = Field(
+        None,
+        description="On a reply brought in as context: the event_id of the message it answers (listed just before).",
+    )
 
 
 class RetrieveResult(_Out):

@@ -47,11 +47,12 @@ _INSERT_EVENTS_AND_RUNS = text(
     WITH incoming AS (
         SELECT * FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS x(
             id uuid, agent_id text, text text, speaker text, session_id text, message_id text,
-            import_id uuid, source text, occurred_at timestamptz, options jsonb
+            import_id uuid, source text, occurred_at timestamptz, options jsonb, position integer
         )
     ), events AS (
         INSERT INTO memory_events (id, agent_id, text, speaker, session_id, message_id, import_id, source, occurred_at)
         SELECT id, agent_id, text, speaker, session_id, message_id, import_id, source, occurred_at FROM incoming
+        ORDER BY position
         ON CONFLICT (agent_id, message_id) DO NOTHING
         RETURNING id
     ), runs AS (
@@ -88,11 +89,13 @@ def accept_messages(
                 "source": message.source,
                 "occurred_at": (message.occurred_at or now).isoformat(),
                 "options": message.options,
+                "position": position,
             }
-            for event_id, message in planned
+            for position, (event_id, message) in enumerate(planned)
         ]
         # One cached statement and one round trip, whatever the batch size: events and their
-        # runs are inserted together; a known (agent_id, message_id) inserts neither.
+        # runs are inserted together; a known (agent_id, message_id) inserts neither. Rows are
+        # inserted in input order, so each takes its seq (column default) in the order sent.
         inserted = set(session.execute(_INSERT_EVENTS_AND_RUNS, {"rows": orjson.dumps(rows).decode()}).scalars())
 
     known: dict[str, tuple[uuid.UUID, str]] = {}

@@ -148,6 +148,34 @@ def test_a_json_import_stores_dated_events_under_one_import(
     }
 
 
+@pytest.mark.parametrize("encoding", ["json", "ndjson"])
+def test_an_import_sharing_one_occurred_at_is_listed_in_send_order(
+    client: httpx.Client, db: Engine, agent: str, encoding: str
+) -> None:
+    turns = [
+        {
+            "message": f"Turn {index}",
+            "speaker_name": "Ana" if index % 2 else "Bruno",
+            "occurred_at": START.isoformat(),
+            "message_id": f"t-{index}",
+        }
+        for index in range(30)
+    ]
+    if encoding == "json":
+        response = client.post(f"/v1/agents/{agent}/imports", json={"messages": turns})
+    else:
+        response = client.post(f"/v1/agents/{agent}/imports", content=ndjson(turns), headers=NDJSON)
+    assert response.status_code == 202, response.text
+    with db.connect() as connection:
+        listed = connection.execute(
+            text(
+                "SELECT message_id FROM memory_events WHERE agent_id = :agent ORDER BY occurred_at, seq NULLS FIRST, id"
+            ),
+            {"agent": agent},
+        ).scalars()
+        assert list(listed) == [turn["message_id"] for turn in turns]
+
+
 def test_re_sending_an_import_creates_no_new_events(
     client: httpx.Client, db: Engine, broker: redis.Redis, agent: str
 ) -> None:

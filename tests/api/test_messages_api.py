@@ -420,6 +420,28 @@ def test_a_batch_returns_event_ids_in_input_order(client: httpx.Client, db: Engi
     assert stored_counts(db, agent)["pipeline_runs"] == 5
 
 
+def test_a_batch_sharing_one_occurred_at_is_listed_in_send_order(client: httpx.Client, db: Engine, agent: str) -> None:
+    # Turns of one session stamped with one date (as an import of a chat log does): only the
+    # arrival order (seq) tells them apart; random event ids would shuffle them.
+    said = "2023-05-08T13:56:00+00:00"
+    turns = [
+        {"message": f"Turn {index}", "speaker_name": "Ana" if index % 2 else "Bruno", "occurred_at": said}
+        for index in range(20)
+    ]
+    response = client.post(f"/v1/agents/{agent}/messages/batch", json={"messages": turns})
+    assert response.status_code == 202, response.text
+    with db.connect() as connection:
+        listed = connection.execute(
+            text(
+                "SELECT id, text, seq FROM memory_events WHERE agent_id = :a ORDER BY occurred_at, seq NULLS FIRST, id"
+            ),
+            {"a": agent},
+        ).all()
+    assert [row.text for row in listed] == [turn["message"] for turn in turns]
+    assert [str(row.id) for row in listed] == response.json()["event_ids"]
+    assert all(row.seq is not None for row in listed)
+
+
 def test_a_batch_counts_known_message_ids_as_duplicates(
     client: httpx.Client, db: Engine, broker: redis.Redis, agent: str
 ) -> None:

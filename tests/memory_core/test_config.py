@@ -53,9 +53,10 @@ SEED_DEFAULTS: list[tuple[str, Any]] = [
     ("graph_query_bonus", 1.5),
     ("graph_min_edge_strength", 0.5),
     ("graph_max_facts", 30),
-    # Ours (not in the seeds): rarity-weighted keywords and entity specificity, on by default.
+    # Ours (not in the seeds): rarity-weighted keywords, entity specificity and reply context, on by default.
     ("keyword_idf", True),
     ("entity_specificity", True),
+    ("event_reply_context", True),
     # Reranker
     ("enable_reranker", True),
     ("reranker_timeout_sec", 5.0),

@@ -146,3 +146,27 @@ def test_upgrading_into_a_database_built_for_another_dimension_fails(services: T
     upgrade(load_settings(database_url=url, embedding_dimensions=384))
     with pytest.raises(DatabaseSchemaError, match=r"384.*1536"):
         upgrade(load_settings(database_url=url, embedding_dimensions=1536))
+
+
+def test_event_arrival_order_numbers_new_rows_only(services: TestServices) -> None:
+    url = services.new_database()
+    settings = load_settings(database_url=url, embedding_dimensions=384)
+    engine = create_engine(url)
+    insert = text("INSERT INTO memory_events (agent_id, text, speaker) VALUES ('agent-seq', :text, 'Ana')")
+    try:
+        upgrade(settings, "0004")
+        with engine.begin() as conn:
+            conn.execute(insert, {"text": "before"})
+        upgrade(settings)
+        with engine.begin() as conn:
+            conn.execute(insert, {"text": "after 1"})
+            conn.execute(insert, {"text": "after 2"})
+            seqs = {row.text: row.seq for row in conn.execute(text("SELECT text, seq FROM memory_events"))}
+        # The existing row is not rewritten; new rows are numbered in insert order.
+        assert seqs["before"] is None
+        assert seqs["after 1"] is not None
+        assert seqs["after 2"] > seqs["after 1"]
+        indexes = {index["name"] for index in inspect(engine).get_indexes("memory_events")}
+        assert "ix_memory_events_agent_session_order" in indexes
+    finally:
+        engine.dispose()

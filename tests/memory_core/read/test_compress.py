@@ -122,3 +122,28 @@ def test_broad_context_is_cluster_first() -> None:
     assert (
         compress_broad_context(facts, [], [], CONFIG).context_text == compress_context(facts, [], CONFIG).context_text
     )
+
+
+def test_a_reply_is_shown_under_its_parent_and_only_with_it() -> None:
+    events = [
+        ContextEvent(text="What did you research?", occurred_at=DAY),
+        ContextEvent(text="Adoption agencies.", occurred_at=DAY, reply=True),
+        ContextEvent(text="long " + "x" * 400, occurred_at=DAY),
+        ContextEvent(text="A reply to the long one.", occurred_at=DAY, reply=True),
+        ContextEvent(text="Anything new?", occurred_at=DAY),
+        ContextEvent(text="Not really.", occurred_at=DAY, reply=True),
+    ]
+    # The cold tier fits the short pairs but not the long message: its reply goes with it.
+    config = CONFIG.model_copy(update={"context_max_tokens": 60, "context_event_max_chars": 0})
+    compressed = compress_context([], events, config)
+    assert compressed.context_text == (
+        "Relevant conversations:\n"
+        "- (2026-03-28) What did you research?\n"
+        "  - reply: Adoption agencies.\n"
+        "- (2026-03-28) Anything new?\n"
+        "  - reply: Not really."
+    )
+    assert compressed.cold_count == 4
+    # A reply whose parent has no text is not shown on its own.
+    blank = [ContextEvent(text="  ", occurred_at=DAY), ContextEvent(text="Orphan.", occurred_at=DAY, reply=True)]
+    assert compress_context([], blank, CONFIG).context_text == ""
