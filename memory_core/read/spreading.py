@@ -37,7 +37,7 @@ from sqlalchemy.orm import Session
 from memory_core.config import MemoryConfig
 from memory_core.read.compress import ClusterInfo, ContextPattern
 from memory_core.read.entities import TimeWindow, fact_validity_sql, window_params
-from memory_core.read.focus import specificity
+from memory_core.read.focus import MIN_SPECIFICITY, specificity
 from memory_core.read.rank import Candidate, compute_dynamic_importance
 from memory_core.read.signals import ELIGIBLE_CTE, FACT_COLUMNS, base_candidate, fact_filter_sql
 from memory_core.write.repository import vector_literal
@@ -55,10 +55,10 @@ __all__ = [
 # Spreading starts from this many of the best-ranked facts.
 SPREADING_SEED_FACTS = 5
 # With entity specificity on, spreading skips an entity (or cluster) whose facts would each get
-# less than this share of the activation (specificity = facts taken / its facts): with 3 facts
-# taken per entity, one of more than 150 facts. Reading thousands of a person's facts to hand
-# out activations of under 1% was most of this stage's time on large agents.
-SPREADING_MIN_SPECIFICITY = 0.02
+# less than this share of the activation: with 3 facts taken per entity, one of more than 150.
+# Reading thousands of a person's facts to hand out activations of under 1% was most of this
+# stage's time on large agents. The graph signal's own cut-off (memory_core.read.focus).
+SPREADING_MIN_SPECIFICITY = MIN_SPECIFICITY
 # Observed patterns shown at most.
 MAX_PATTERNS = 5
 # Clusters fetched at most (broad queries show the agent's most important ones).

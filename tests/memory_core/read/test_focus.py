@@ -65,3 +65,28 @@ def test_small_entities_keep_the_full_graph_signal(read_ctx: ReadContext, memory
     result = retrieve(read_ctx, agent_id=memory.agent_id, query="Onde a Ana mora?")
     assert result.facts[0].fact_id == fact
     assert result.facts[0].scores["graph"] == pytest.approx(1.0)
+
+
+def test_an_entity_too_broad_for_the_graph_budget_is_left_out_of_the_graph(
+    read_ctx: ReadContext, memory: MemoryBuilder
+) -> None:
+    from memory_core.read.focus import MIN_SPECIFICITY, weigh_graph_nodes
+    from memory_core.read.signals import GraphNode
+
+    broad = memory.entity("Caroline")
+    narrow = memory.entity("Melanie")
+    for number in range(101):
+        memory.fact(f"Caroline painted picture number {number}", broad)
+    for number in range(50):
+        memory.fact(f"Melanie ran lap number {number}", narrow)
+    memory.refresh_fact_counts()
+    budget = 2
+    assert budget / 101 < MIN_SPECIFICITY <= budget / 50
+
+    with read_ctx.sessions() as session:
+        nodes = weigh_graph_nodes(
+            session, memory.agent_id, [GraphNode(key=broad, depth=0), GraphNode(key=narrow, depth=0)], budget
+        )
+
+    assert [node.key for node in nodes] == [narrow]
+    assert nodes[0].strength == pytest.approx(budget / 50)
