@@ -255,6 +255,15 @@ class MemoryFact(Base):
             "created_at",
             postgresql_where=sql_text("valid_to IS NULL"),
         ),
+        # Migration 0006: the broad and aggregation searches read an agent's facts in this order.
+        Index(
+            "ix_memory_facts_agent_importance",
+            "agent_id",
+            sql_text("importance DESC"),
+            sql_text("valid_from DESC"),
+            "id",
+            postgresql_where=sql_text("valid_to IS NULL"),
+        ),
         Index("ix_memory_facts_agent_attribute", "agent_id", "attribute_key"),
         Index("ix_memory_facts_source_event", "source_event_id"),
         Index("ix_memory_facts_supersedes", "supersedes_fact_id"),

@@ -23,11 +23,13 @@ Counting ``n`` is done so that its cost stays bounded whatever the agent's size
   The ``search_vector`` GIN index is table-wide, so for a small agent a word common elsewhere
   ("live" over a million facts) would cost a scan of everybody's matches to find a few of its own;
 * a larger agent: ``N`` is its cached full count; a keyword that PostgreSQL's statistics
-  (:mod:`memory_core.read.term_stats`) say is common gets its ``n`` estimated as share x ``N``
-  (a common word weighs almost nothing: precision is not needed there, and its exact count is
-  the expensive one); any other keyword is counted through the GIN index (rare words have few
-  matches in the whole table) up to :data:`DF_CAP`, and remembered per agent for
-  :data:`DF_CACHE_TTL_S` (an idf moves slowly as memory grows).
+  (:mod:`memory_core.read.term_stats`) say is common in the table (at least
+  :data:`COMMON_ESTIMATE_MIN` rows: what counting it would read) gets its ``n`` estimated as
+  share x ``N``; any other keyword is counted through the GIN index (rare words have few matches
+  in the whole table) up to :data:`DF_CAP`, and remembered per agent for :data:`DF_CACHE_TTL_S`
+  (an idf moves slowly as memory grows). The estimate assumes the agent uses a common word as
+  often as the table does: it can misjudge a word common elsewhere and rare in this agent, the
+  price of never reading thousands of other agents' rows to answer one query.
 
 The same weighting scores relevant conversations (:mod:`memory_core.read.conversations`), so
 facts and events keep one scale. ``keyword_idf = false`` restores the plain fraction.
@@ -67,7 +69,7 @@ __all__ = [
 DF_CAP = 2_000
 # Agents with at most this many facts are counted in one pass over their own rows.
 SCAN_MAX_FACTS = 5_000
-# A keyword the statistics expect in at least this many of the agent's facts is estimated, not counted.
+# A keyword the statistics expect in at least this many rows of the table is estimated, not counted.
 COMMON_ESTIMATE_MIN = 500
 # Exact counts of a large agent's keywords are reused for this long.
 DF_CACHE_TTL_S = 600.0
@@ -142,11 +144,12 @@ def document_frequencies(
     agent_facts: int,
     *,
     window: TimeWindow | None = None,
+    table_rows: float = 0.0,
 ) -> tuple[int, list[int]]:
     """``(N, [n per term query])`` over the agent's facts in ``window``, at a bounded cost (module docstring).
 
     ``agent_facts`` is what the caller already counted (possibly capped, or 0 when it did not
-    count); it only chooses the method.
+    count); it only chooses the method. ``table_rows`` is the table's estimated size.
     """
     validity = fact_validity_sql("f", window)
     params = {"agent": agent_id, "term_queries": list(queries), **window_params(window)}
@@ -156,16 +159,16 @@ def document_frequencies(
         return counts.get(0, 0), [counts.get(position, 0) for position in range(1, len(queries) + 1)]
     total = agent_counts.get(session, agent_id, window)
     if total <= SCAN_MAX_FACTS:
-        return document_frequencies(session, agent_id, queries, max(total, 1), window=window)
+        return document_frequencies(session, agent_id, queries, max(total, 1), window=window, table_rows=table_rows)
     shares, ordered = term_stats.shares(session)
     database = database_key(session)
     now = time.monotonic()
     frequencies: list[int | None] = []
     for query in queries:
         forms = [part.strip().removesuffix(":*") for part in query.split("|")]
-        estimate = estimated_share(shares, ordered, forms) * total
-        if estimate >= COMMON_ESTIMATE_MIN:
-            frequencies.append(min(total, round(estimate)))
+        share = estimated_share(shares, ordered, forms)
+        if share * max(table_rows, total) >= COMMON_ESTIMATE_MIN:
+            frequencies.append(min(total, round(share * total)))
         elif window is None:
             frequencies.append(document_frequency_cache.get((database, agent_id, query), now))
         else:
@@ -192,12 +195,13 @@ def keyword_weights(
     agent_facts: int,
     *,
     window: TimeWindow | None = None,
+    table_rows: float = 0.0,
 ) -> list[float]:
     """The idf of each keyword over the agent's facts (see :func:`document_frequencies` for the cost)."""
     queries = term_queries(keywords)
     if len(queries) != len(keywords) or not keywords:
         return [1.0] * len(keywords)
-    total, counts = document_frequencies(session, agent_id, queries, agent_facts, window=window)
+    total, counts = document_frequencies(session, agent_id, queries, agent_facts, window=window, table_rows=table_rows)
     return [bm25_idf(total, count) for count in counts]
 
 

@@ -224,7 +224,14 @@ def _keyword_idf(run: _Run, session: Session, qctx: QueryContext) -> list[float]
         session,
         stage="keyword_idf",
         consequence="keywords were weighed equally",
-        work=lambda: keyword_weights(session, run.agent_id, run.plan.keywords, qctx.agent_facts, window=run.window),
+        work=lambda: keyword_weights(
+            session,
+            run.agent_id,
+            run.plan.keywords,
+            qctx.agent_facts,
+            window=run.window,
+            table_rows=qctx.table_rows,
+        ),
         default=None,
     )
 

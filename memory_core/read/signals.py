@@ -260,15 +260,33 @@ sem_ann AS (
 ),
 sem AS (SELECT id, distance FROM sem_ann ORDER BY distance, id LIMIT :sem_limit)"""
 
+# The keyword signal's pool: facts holding a searched word (the GIN index; the words too common
+# to search were dropped beforehand), and the most important facts of the aggregation patterns
+# ("my friends" -> person:%). Only the top :kw_limit of the pattern facts can make the cut (they
+# all score matched = 0 unless a word matched too, and then the word part finds them), so that
+# part reads the agent's importance index in order and stops (migration 0006) instead of
+# reading every person fact of the agent to sort them.
+_KW_TEXT_POOL = (
+    "SELECT f.id FROM memory_facts f WHERE {fact_filter} AND f.search_vector @@ to_tsquery('simple', :tsquery)"
+)
+_KW_PATTERN_POOL = """(
+        SELECT f.id FROM memory_facts f
+        WHERE {fact_filter} AND f.entity_key LIKE ANY(CAST(:entity_patterns AS text[]))
+        ORDER BY f.importance DESC, f.valid_from DESC, f.id
+        LIMIT :kw_limit
+    )"""
+
 _KW_CTE = """
+kw_pool AS (
+    {pool}
+),
 kw AS (
     SELECT f.id,
            (SELECT count(*)
             FROM unnest(CAST(:kw_patterns AS text[]), CAST(:kw_folded AS text[])) AS p(pattern, folded)
             WHERE f.fact_text ILIKE p.pattern ESCAPE '\\' OR f.fact_text ILIKE p.folded ESCAPE '\\') AS matched,
            f.entity_key LIKE ANY(CAST(:entity_patterns AS text[])) AS pattern_hit
-    FROM memory_facts f
-    WHERE {fact_filter} AND ({kw_match})
+    FROM kw_pool JOIN memory_facts f ON f.id = kw_pool.id
     ORDER BY matched DESC, pattern_hit DESC, f.importance DESC, f.valid_from DESC, f.id
     LIMIT :kw_limit
 )"""
@@ -478,18 +496,18 @@ def _statement(request: SignalRequest, strategy: VectorStrategy | None) -> tuple
     searched = keywords if request.search_keywords is None else list(request.search_keywords)
     patterns = list(request.entity_patterns)
     if searched or patterns:
-        matches = []
+        pools = []
         if searched:
-            matches.append("f.search_vector @@ to_tsquery('simple', :tsquery)")
+            pools.append(_KW_TEXT_POOL.format(fact_filter=fact_filter))
             forms = dict.fromkeys(form for word in searched for form in (word, _folded(word)))
             params["tsquery"] = " | ".join(f"{form}:*" for form in forms)
         if patterns:
-            matches.append("f.entity_key LIKE ANY(CAST(:entity_patterns AS text[]))")
+            pools.append(_KW_PATTERN_POOL.format(fact_filter=fact_filter))
         params["kw_patterns"] = [f"%{like_escape(word)}%" for word in keywords]
         params["kw_folded"] = [f"%{like_escape(_folded(word))}%" for word in keywords]
         params["entity_patterns"] = patterns
         params["kw_limit"] = budget
-        ctes.append(_KW_CTE.format(fact_filter=fact_filter, kw_match=" OR ".join(matches)))
+        ctes.append(_KW_CTE.format(pool="\n    UNION\n    ".join(pools)))
         sources.append("SELECT id FROM kw")
         joins.append("LEFT JOIN kw ON kw.id = f.id")
         columns["kw_matched"] = "kw.matched"
