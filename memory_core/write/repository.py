@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
 
-from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from memory_core.db.statements import sql
 from memory_core.write.naming import fold, normalize_alias
 
 _TOKEN = re.compile(r"[\w'’-]+")
@@ -61,7 +61,7 @@ def aliases_for(session: Session, agent_id: str, aliases: Iterable[str]) -> dict
     if not wanted:
         return {}
     rows = session.execute(
-        text(
+        sql(
             "SELECT alias, canonical_entity_key FROM memory_entity_aliases "
             "WHERE agent_id = :agent AND alias = ANY(:aliases)"
         ),
@@ -76,7 +76,7 @@ def entities_by_keys(session: Session, agent_id: str, keys: Iterable[str]) -> di
     if not wanted:
         return {}
     rows = session.execute(
-        text(
+        sql(
             "SELECT canonical_key, display_name, entity_type, profile_text, summary_text FROM memory_entities "
             "WHERE agent_id = :agent AND canonical_key = ANY(:keys)"
         ),
@@ -100,7 +100,7 @@ def entities_by_display_name(session: Session, agent_id: str, names: Iterable[st
     if not wanted:
         return {}
     rows = session.execute(
-        text(
+        sql(
             "SELECT canonical_key, display_name, entity_type, profile_text, summary_text FROM memory_entities "
             "WHERE agent_id = :agent AND lower(display_name) = ANY(:names) ORDER BY canonical_key"
         ),
@@ -118,7 +118,7 @@ def person_prefix_matches(session: Session, agent_id: str, first_name: str) -> l
     """Person entities whose first name starts with ``first_name`` (diminutives: Carol -> Carolina)."""
     pattern = first_name.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
     rows = session.execute(
-        text(
+        sql(
             "SELECT canonical_key, display_name, entity_type, profile_text, summary_text FROM memory_entities "
             "WHERE agent_id = :agent AND entity_type = 'person' AND lower(display_name) LIKE :pattern "
             "ORDER BY canonical_key LIMIT 5"
@@ -133,7 +133,7 @@ def nearest_entities(
 ) -> list[tuple[EntityRow, float]]:
     """The agent's entities closest to ``vector`` by cosine similarity."""
     rows = session.execute(
-        text(
+        sql(
             "SELECT canonical_key, display_name, entity_type, profile_text, summary_text, "
             "1 - (embedding_vec <=> CAST(:vec AS vector)) AS similarity FROM memory_entities "
             "WHERE agent_id = :agent AND embedding_vec IS NOT NULL "
@@ -171,7 +171,7 @@ def closest_active_facts(
     """Active facts of ``entity_key``: the ``limit`` closest to ``vector`` plus any in ``attribute_key``'s slot."""
     if vector is None:
         rows = session.execute(
-            text(
+            sql(
                 "SELECT id, entity_key, fact_text, attribute_key, valid_from, 0.0 AS similarity FROM memory_facts "
                 "WHERE agent_id = :agent AND entity_key = :key AND valid_to IS NULL "
                 "ORDER BY valid_from DESC LIMIT :limit"
@@ -180,7 +180,7 @@ def closest_active_facts(
         ).all()
     else:
         rows = session.execute(
-            text(
+            sql(
                 """
                 WITH nearest AS (
                     SELECT id FROM memory_facts

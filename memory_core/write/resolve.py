@@ -133,7 +133,8 @@ def resolve_entities(
         pending_fuzzy.append(entity)
 
     if pending_fuzzy:
-        session.close()  # the embedder may be remote: give the connection back meanwhile
+        if not ctx.embedder_in_process:
+            session.close()  # the embedder may be remote: give the connection back meanwhile
         vectors = ctx.embedder.embed([entity.name for entity in pending_fuzzy])
         for entity, vector in zip(pending_fuzzy, vectors, strict=True):
             mention = normalize_alias(entity.name)
@@ -173,7 +174,7 @@ def resolve_entities(
                     cache=cache,
                     cache_key=f"disambiguate:{mention}",
                     cacheable=ctx.skills.kind == "llm",
-                    release=session,
+                    release=ctx.release(session),
                 )
                 tokens = tokens.plus(call.tokens)
                 chosen = call.output.match if call.output else None
