@@ -15,6 +15,7 @@ from memory_core.cognition.write_skills import WriteSkills
 from memory_core.config import MemoryConfig, apply_overrides
 from memory_core.db.engine import create_db_engine, create_session_factory
 from memory_core.providers.factory import build_embedding_provider, build_llm_provider
+from memory_core.providers.hashing_embedder import HashingEmbedder
 from memory_core.providers.protocols import EmbeddingProvider
 from memory_core.settings import Settings
 
@@ -43,6 +44,24 @@ class WriteContext:
         if engine is None:
             engine = self._autocommit = self.engine.execution_options(isolation_level="AUTOCOMMIT")
         return engine
+
+    @property
+    def skills_in_process(self) -> bool:
+        """The skills are rules computed here and now (offline): nothing to wait for while they run.
+
+        Stages then keep their reading session's connection across skill calls: giving it back
+        and taking it again cost a pool checkout with its ping (a round trip) per call.
+        """
+        return self.skills.kind == "offline"
+
+    @property
+    def embedder_in_process(self) -> bool:
+        """The embedder hashes words in this process at once (no model, no network)."""
+        return isinstance(self.embedder, HashingEmbedder)
+
+    def release(self, session: Session) -> Session | None:
+        """What a stage passes as ``release`` to ``call_skill``: ``session``, unless the skills run in process."""
+        return None if self.skills_in_process else session
 
     def config_for(self, options: dict[str, Any]) -> MemoryConfig:
         """The effective configuration of a run (its overrides were validated when it was accepted)."""

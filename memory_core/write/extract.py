@@ -180,7 +180,7 @@ def compute_extraction(
             cache=cache,
             cache_key=f"{primary.name}:{number}",
             cacheable=cacheable,
-            release=session,
+            release=ctx.release(session),
         )
         tokens = tokens.plus(call.tokens)
         result = call.output
@@ -194,7 +194,7 @@ def compute_extraction(
                 cache=cache,
                 cache_key=f"{ctx.skills.extract_blind.name}:{number}",
                 cacheable=cacheable,
-                release=session,
+                release=ctx.release(session),
             )
             tokens = tokens.plus(blind.tokens)
             result = blind.output
@@ -206,7 +206,8 @@ def compute_extraction(
     merged = _merge(outputs)
     emotion = emotion or merged.emotion
     extraction = group_aliases(merged, speaker)
-    session.close()  # the embedder may be remote: give the connection back meanwhile
+    if not ctx.embedder_in_process:
+        session.close()  # the embedder may be remote: give the connection back meanwhile
     facts = prepare_facts(extraction, config, ctx.embedder.embed)
     trace.append(
         TraceStep(

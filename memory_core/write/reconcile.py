@@ -131,7 +131,7 @@ def reconcile_facts(
             cache=cache,
             cache_key=f"reconcile:{index}",
             cacheable=ctx.skills.kind == "llm",
-            release=session,
+            release=ctx.release(session),
         )
         tokens = tokens.plus(call.tokens)
         verdict = call.output

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
 
-from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from memory_core.db.statements import sql
 from memory_core.write.naming import fold, normalize_alias
 
 _TOKEN = re.compile(r"[\w'’-]+")
@@ -61,7 +61,7 @@ def aliases_for(session: Session, agent_id: str, aliases: Iterable[str]) -> dict
     if not wanted:
         return {}
     rows = session.execute(
-        text(
+        sql(
             "SELECT alias, canonical_entity_key FROM memory_entity_aliases "
             "WHERE agent_id = :agent AND alias = ANY(:aliases)"
         ),
@@ -76,7 +76,7 @@ def entities_by_keys(session: Session, agent_id: str, keys: Iterable[str]) -> di
     if not wanted:
         return {}
     rows = session.execute(
-        text(
+        sql(
             "SELECT canonical_key, display_name, entity_type, profile_text, summary_text FROM memory_entities "
             "WHERE agent_id = :agent AND canonical_key = ANY(:keys)"
         ),
@@ -100,7 +100,7 @@ def entities_by_display_name(session: Session, agent_id: str, names: Iterable[st
     if not wanted:
         return {}
     rows = session.execute(
-        text(
+        sql(
             "SELECT canonical_key, display_name, entity_type, profile_text, summary_text FROM memory_entities "
             "WHERE agent_id = :agent AND lower(display_name) = ANY(:names) ORDER BY canonical_key"
         ),
@@ -114,11 +114,80 @@ def entities_by_display_name(session: Session, agent_id: str, names: Iterable[st
     return found
 
 
+@dataclass(frozen=True)
+class NameLookup:
+    """What an agent already knows of a message's names: the answers of three lookups."""
+
+    aliases: dict[str, str]
+    by_key: dict[str, EntityRow]
+    by_display_name: dict[str, list[EntityRow]]
+
+
+_LOOKUP_NAMES = sql(
+    """
+    WITH hits AS (
+        SELECT alias, canonical_entity_key FROM memory_entity_aliases
+        WHERE agent_id = :agent AND alias = ANY(:aliases)
+    )
+    SELECT alias, canonical_entity_key AS canonical_key, NULL AS display_name, NULL AS entity_type,
+           NULL AS profile_text, NULL AS summary_text, false AS by_key, false AS by_name
+    FROM hits
+    UNION ALL
+    SELECT NULL, canonical_key, display_name, entity_type, profile_text, summary_text,
+           canonical_key = ANY(:keys) OR canonical_key IN (SELECT canonical_entity_key FROM hits),
+           coalesce(lower(display_name) = ANY(:names), false)
+    FROM memory_entities
+    WHERE agent_id = :agent AND (
+        canonical_key = ANY(:keys)
+        OR canonical_key IN (SELECT canonical_entity_key FROM hits)
+        OR lower(display_name) = ANY(:names)
+    )
+    ORDER BY canonical_key
+    """
+)
+
+
+def lookup_names(
+    session: Session, agent_id: str, *, aliases: Iterable[str], keys: Iterable[str], display_names: Iterable[str]
+) -> NameLookup:
+    """The answers of :func:`aliases_for` (``aliases``), :func:`entities_by_keys` (``keys`` and the keys the
+    aliases found point to) and :func:`entities_by_display_name` (``display_names``), in one statement.
+    """
+    wanted_aliases = sorted({normalize_alias(alias) for alias in aliases if alias.strip()})
+    wanted_names = sorted({name.strip().lower() for name in display_names if name.strip()})
+    wanted_keys = sorted(set(keys))
+    if not wanted_aliases and not wanted_names and not wanted_keys:
+        return NameLookup({}, {}, {})
+    rows = session.execute(
+        _LOOKUP_NAMES, {"agent": agent_id, "aliases": wanted_aliases, "keys": wanted_keys, "names": wanted_names}
+    ).all()
+    found_aliases: dict[str, str] = {}
+    by_key: dict[str, EntityRow] = {}
+    by_display_name: dict[str, list[EntityRow]] = {}
+    for row in rows:
+        if row.alias is not None:
+            found_aliases[row.alias] = row.canonical_key
+            continue
+        if row.by_key:
+            by_key[row.canonical_key] = EntityRow(
+                row.canonical_key,
+                row.display_name or row.canonical_key,
+                row.entity_type,
+                row.profile_text,
+                row.summary_text,
+            )
+        if row.by_name:
+            by_display_name.setdefault(row.display_name.lower(), []).append(
+                EntityRow(row.canonical_key, row.display_name, row.entity_type, row.profile_text, row.summary_text)
+            )
+    return NameLookup(found_aliases, by_key, by_display_name)
+
+
 def person_prefix_matches(session: Session, agent_id: str, first_name: str) -> list[EntityRow]:
     """Person entities whose first name starts with ``first_name`` (diminutives: Carol -> Carolina)."""
     pattern = first_name.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
     rows = session.execute(
-        text(
+        sql(
             "SELECT canonical_key, display_name, entity_type, profile_text, summary_text FROM memory_entities "
             "WHERE agent_id = :agent AND entity_type = 'person' AND lower(display_name) LIKE :pattern "
             "ORDER BY canonical_key LIMIT 5"
@@ -133,7 +202,7 @@ def nearest_entities(
 ) -> list[tuple[EntityRow, float]]:
     """The agent's entities closest to ``vector`` by cosine similarity."""
     rows = session.execute(
-        text(
+        sql(
             "SELECT canonical_key, display_name, entity_type, profile_text, summary_text, "
             "1 - (embedding_vec <=> CAST(:vec AS vector)) AS similarity FROM memory_entities "
             "WHERE agent_id = :agent AND embedding_vec IS NOT NULL "
@@ -171,7 +240,7 @@ def closest_active_facts(
     """Active facts of ``entity_key``: the ``limit`` closest to ``vector`` plus any in ``attribute_key``'s slot."""
     if vector is None:
         rows = session.execute(
-            text(
+            sql(
                 "SELECT id, entity_key, fact_text, attribute_key, valid_from, 0.0 AS similarity FROM memory_facts "
                 "WHERE agent_id = :agent AND entity_key = :key AND valid_to IS NULL "
                 "ORDER BY valid_from DESC LIMIT :limit"
@@ -180,7 +249,7 @@ def closest_active_facts(
         ).all()
     else:
         rows = session.execute(
-            text(
+            sql(
                 """
                 WITH nearest AS (
                     SELECT id FROM memory_facts

@@ -69,10 +69,12 @@ def resolve_entities(
     cleaned = [_strip_hint(entity) for entity in entities]
 
     names = [name for entity in cleaned for name in (entity.name, *entity.aliases)]
-    alias_hits = repository.aliases_for(session, agent_id, names)
     slug_keys = {normalize_alias(e.name): entity_key(e.type, e.name) for e in cleaned}
-    key_hits = repository.entities_by_keys(session, agent_id, [*slug_keys.values(), *alias_hits.values()])
-    display_hits = repository.entities_by_display_name(session, agent_id, [e.name for e in cleaned])
+    # Aliases, keys and display names in one round trip (they were three statements per message).
+    known = repository.lookup_names(
+        session, agent_id, aliases=names, keys=slug_keys.values(), display_names=[e.name for e in cleaned]
+    )
+    alias_hits, key_hits, display_hits = known.aliases, known.by_key, known.by_display_name
 
     resolved: list[ResolvedEntity] = []
     pending_fuzzy: list[ExtractedEntity] = []
@@ -133,7 +135,8 @@ def resolve_entities(
         pending_fuzzy.append(entity)
 
     if pending_fuzzy:
-        session.close()  # the embedder may be remote: give the connection back meanwhile
+        if not ctx.embedder_in_process:
+            session.close()  # the embedder may be remote: give the connection back meanwhile
         vectors = ctx.embedder.embed([entity.name for entity in pending_fuzzy])
         for entity, vector in zip(pending_fuzzy, vectors, strict=True):
             mention = normalize_alias(entity.name)
@@ -173,7 +176,7 @@ def resolve_entities(
                     cache=cache,
                     cache_key=f"disambiguate:{mention}",
                     cacheable=ctx.skills.kind == "llm",
-                    release=session,
+                    release=ctx.release(session),
                 )
                 tokens = tokens.plus(call.tokens)
                 chosen = call.output.match if call.output else None

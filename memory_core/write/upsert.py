@@ -19,12 +19,13 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
-from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from memory_core.config import MemoryConfig
+from memory_core.db.statements import sql
 from memory_core.write import repository
 from memory_core.write.attribute_keys import ATTRIBUTE_CATALOGUE, is_single_valued
 from memory_core.write.naming import fold, normalize_alias
@@ -45,9 +46,10 @@ RELATIONSHIP_REINFORCEMENT = 0.05
 
 def lock_agent(session: Session, agent_id: str) -> None:
     """Serialise graph changes of one agent until the transaction ends (blocks, never spins)."""
-    session.execute(text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"), {"key": f"arandu:{agent_id}"})
+    session.execute(sql("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"), {"key": f"arandu:{agent_id}"})
 
 
+@lru_cache(maxsize=4096)
 def _folded_text(value: str) -> str:
     return " ".join("".join(ch if ch.isalnum() else " " for ch in fold(value)).split())
 
@@ -81,13 +83,50 @@ class ApplyOutcome:
     warnings: list[str] = field(default_factory=list)
 
 
-_FACT = text(
+_FACT = sql(
     "SELECT id, fact_text, attribute_key, valid_from, valid_to, confidence FROM memory_facts "
     "WHERE id = :id AND agent_id = :agent"
 )
-_FACT_FOR_UPDATE = text(
+_FACT_FOR_UPDATE = sql(
     "SELECT id, fact_text, attribute_key, valid_from, valid_to, confidence FROM memory_facts "
     "WHERE id = :id AND agent_id = :agent FOR UPDATE"
+)
+
+
+# The entities of a message upserted, and their aliases added (first write wins: an alias
+# already pointing elsewhere keeps pointing there; within the statement, rows go in list order).
+_UPSERT_ENTITIES_AND_ALIASES = sql(
+    """
+    WITH entities AS (
+        INSERT INTO memory_entities (agent_id, canonical_key, display_name, entity_type, embedding_vec,
+                                     first_seen_at, last_seen_at)
+        SELECT :agent, e.key, e.name, e.type, CAST(e.vec AS vector), :at, :at
+        FROM unnest(CAST(:keys AS text[]), CAST(:names AS text[]), CAST(:types AS text[]), CAST(:vecs AS text[]))
+             AS e(key, name, type, vec)
+        ON CONFLICT (agent_id, canonical_key) DO UPDATE SET
+            first_seen_at = LEAST(memory_entities.first_seen_at, EXCLUDED.first_seen_at),
+            last_seen_at = GREATEST(memory_entities.last_seen_at, EXCLUDED.last_seen_at),
+            embedding_vec = COALESCE(memory_entities.embedding_vec, EXCLUDED.embedding_vec),
+            display_name = COALESCE(memory_entities.display_name, EXCLUDED.display_name),
+            is_active = true
+    )
+    INSERT INTO memory_entity_aliases (agent_id, alias, canonical_entity_key, canonical_entity_type)
+    SELECT :agent, a.alias, a.key, a.type
+    FROM unnest(CAST(:aliases AS text[]), CAST(:alias_keys AS text[]), CAST(:alias_types AS text[]))
+         WITH ORDINALITY AS a(alias, key, type, n)
+    ORDER BY a.n
+    ON CONFLICT (agent_id, alias) DO NOTHING
+    """
+)
+
+
+_INSERT_LINKS = sql(
+    """
+    INSERT INTO memory_fact_entity_links (fact_id, entity_key, is_primary, agent_id)
+    SELECT l.fact, l.key, l.is_primary, :agent
+    FROM unnest(CAST(:facts AS uuid[]), CAST(:keys AS text[]), CAST(:primary AS boolean[])) AS l(fact, key, is_primary)
+    ON CONFLICT (fact_id, entity_key) DO NOTHING
+    """
 )
 
 
@@ -121,54 +160,34 @@ class Applier:
                         break
             settled.append(chosen)
         seen: set[str] = set()
+        unique: list[ResolvedEntity] = []
         for entity in settled:
-            if entity.canonical_key in seen:
-                continue
-            seen.add(entity.canonical_key)
-            self.session.execute(
-                text(
-                    """
-                    INSERT INTO memory_entities (agent_id, canonical_key, display_name, entity_type, embedding_vec,
-                                                 first_seen_at, last_seen_at)
-                    VALUES (:agent, :key, :name, :type, CAST(:vec AS vector), :at, :at)
-                    ON CONFLICT (agent_id, canonical_key) DO UPDATE SET
-                        first_seen_at = LEAST(memory_entities.first_seen_at, EXCLUDED.first_seen_at),
-                        last_seen_at = GREATEST(memory_entities.last_seen_at, EXCLUDED.last_seen_at),
-                        embedding_vec = COALESCE(memory_entities.embedding_vec, EXCLUDED.embedding_vec),
-                        display_name = COALESCE(memory_entities.display_name, EXCLUDED.display_name),
-                        is_active = true
-                    """
-                ),
-                {
-                    "agent": self.agent_id,
-                    "key": entity.canonical_key,
-                    "name": entity.display_name[:256],
-                    "type": entity.entity_type[:64],
-                    "vec": repository.vector_literal(entity.embedding) if entity.embedding else None,
-                    "at": self.occurred_at,
-                },
-            )
-            self.outcome.touched_entities.add(entity.canonical_key)
-        alias_rows = [
-            {
-                "agent": self.agent_id,
-                "alias": normalize_alias(name)[:256],
-                "key": e.canonical_key,
-                "type": e.entity_type,
-            }
+            if entity.canonical_key not in seen:
+                seen.add(entity.canonical_key)
+                unique.append(entity)
+        self.outcome.touched_entities.update(seen)
+        aliases = [
+            (normalize_alias(name)[:256], e.canonical_key, e.entity_type)
             for e in settled
             for name in {e.display_name, e.mention, *e.aliases}
             if (normalize_alias(name) and e.method not in ("speaker", "relationship_term")) or name == e.display_name
         ]
-        if alias_rows:
-            # First write wins: an alias already pointing elsewhere keeps pointing there.
-            self.session.execute(
-                text(
-                    "INSERT INTO memory_entity_aliases (agent_id, alias, canonical_entity_key, canonical_entity_type) "
-                    "VALUES (:agent, :alias, :key, :type) ON CONFLICT (agent_id, alias) DO NOTHING"
-                ),
-                alias_rows,
-            )
+        # One statement for the message's entities and aliases (it used to be one per entity,
+        # plus the aliases): the agent's lock is held, so no other writer races these rows.
+        self.session.execute(
+            _UPSERT_ENTITIES_AND_ALIASES,
+            {
+                "agent": self.agent_id,
+                "at": self.occurred_at,
+                "keys": [e.canonical_key for e in unique],
+                "names": [e.display_name[:256] for e in unique],
+                "types": [e.entity_type[:64] for e in unique],
+                "vecs": [repository.vector_literal(e.embedding) if e.embedding else None for e in unique],
+                "aliases": [alias for alias, _, _ in aliases],
+                "alias_keys": [key for _, key, _ in aliases],
+                "alias_types": [kind for _, _, kind in aliases],
+            },
+        )
         return settled
 
     # --- facts -------------------------------------------------------------------------
@@ -183,7 +202,7 @@ class Applier:
 
     def _close(self, fact: FactRecord, at: datetime) -> None:
         self.session.execute(
-            text(
+            sql(
                 "UPDATE memory_facts SET valid_to = :at, invalidated_at = now() "
                 "WHERE id = :id AND agent_id = :agent AND valid_to IS NULL"
             ),
@@ -191,7 +210,7 @@ class Applier:
         )
         # Cascade: an edge whose evidence stops being true stops being active too.
         self.session.execute(
-            text(
+            sql(
                 "UPDATE memory_entity_relationships SET valid_to = :at, invalidated_at = now(), updated_at = now() "
                 "WHERE agent_id = :agent AND evidence_fact_id = :id AND valid_to IS NULL"
             ),
@@ -209,7 +228,7 @@ class Applier:
     ) -> uuid.UUID:
         fact_id = uuid.uuid4()
         self.session.execute(
-            text(
+            sql(
                 """
                 INSERT INTO memory_facts (id, agent_id, entity_type, entity_key, entity_name, attribute_key, fact_text,
                     speaker, confidence, importance, valid_from, valid_to, invalidated_at, source_event_id,
@@ -318,7 +337,7 @@ class Applier:
                 # Said before the active fact: it is history, valid until the newer one began.
                 fact_id = self._insert(decision, valid_to=target.valid_from)
                 self.session.execute(
-                    text(
+                    sql(
                         "UPDATE memory_facts SET supersedes_fact_id = :old "
                         "WHERE id = :id AND agent_id = :agent AND supersedes_fact_id IS NULL"
                     ),
@@ -341,7 +360,7 @@ class Applier:
         # The earliest statement of a repeated fact keeps its wording and start, whatever order
         # the repetitions are processed in.
         self.session.execute(
-            text(
+            sql(
                 """
                 UPDATE memory_facts SET
                     reinforcement_count = reinforcement_count + 1,
@@ -368,14 +387,14 @@ class Applier:
 
     def _count_correction(self, fact_id: uuid.UUID) -> None:
         self.session.execute(
-            text("UPDATE memory_facts SET user_correction_count = user_correction_count + 1 WHERE id = :id"),
+            sql("UPDATE memory_facts SET user_correction_count = user_correction_count + 1 WHERE id = :id"),
             {"id": str(fact_id)},
         )
 
     def _keep_newest_in_slot(self, decision: FactDecision, fact_id: uuid.UUID) -> None:
         """At most one active fact per single-valued slot: the one said last."""
         rows = self.session.execute(
-            text(
+            sql(
                 "SELECT id, fact_text, attribute_key, valid_from, valid_to, confidence FROM memory_facts "
                 "WHERE agent_id = :agent AND entity_key = :key AND attribute_key = :attr AND valid_to IS NULL "
                 "ORDER BY valid_from DESC, created_at DESC, id FOR UPDATE"
@@ -397,7 +416,7 @@ class Applier:
         replaced = records[1]
         # Another message took the slot while this one was being reconciled: this is an update.
         self.session.execute(
-            text(
+            sql(
                 "UPDATE memory_facts SET supersedes_fact_id = :old "
                 "WHERE id = :id AND agent_id = :agent AND supersedes_fact_id IS NULL"
             ),
@@ -446,7 +465,7 @@ class Applier:
             evidence_row = self._fact(evidence, lock=False) if evidence else None
             active = evidence_row is None or evidence_row.valid_to is None
             existing = self.session.execute(
-                text(
+                sql(
                     "SELECT r.id, r.strength, r.evidence_fact_id, f.valid_to AS evidence_valid_to, "
                     "f.valid_from AS evidence_valid_from FROM memory_entity_relationships r "
                     "LEFT JOIN memory_facts f ON f.id = r.evidence_fact_id "
@@ -457,7 +476,7 @@ class Applier:
             ).first()
             if existing is None:
                 self.session.execute(
-                    text(
+                    sql(
                         """
                         INSERT INTO memory_entity_relationships (agent_id, source_entity_key, target_entity_key,
                             rel_type, strength, evidence_fact_id, provenance, valid_from, valid_to, invalidated_at)
@@ -489,7 +508,7 @@ class Applier:
                 )
                 now_active = active if take_new else old_active
                 self.session.execute(
-                    text(
+                    sql(
                         """
                         UPDATE memory_entity_relationships SET
                             strength = LEAST(:cap, strength + :step),
@@ -560,12 +579,15 @@ class Applier:
                 rows.append({"fact": str(fact_id), "key": key, "primary": primary, "agent": self.agent_id})
                 self.outcome.touched_entities.add(key)
         if rows:
+            # One statement for all the links (an executemany is still one statement per row for PostgreSQL).
             self.session.execute(
-                text(
-                    "INSERT INTO memory_fact_entity_links (fact_id, entity_key, is_primary, agent_id) "
-                    "VALUES (:fact, :key, :primary, :agent) ON CONFLICT (fact_id, entity_key) DO NOTHING"
-                ),
-                rows,
+                _INSERT_LINKS,
+                {
+                    "agent": self.agent_id,
+                    "facts": [row["fact"] for row in rows],
+                    "keys": [row["key"] for row in rows],
+                    "primary": [row["primary"] for row in rows],
+                },
             )
 
     def refresh_entity_counts(self) -> None:
@@ -579,7 +601,7 @@ class Applier:
                 continue
             entity = entity_for(name, entities, speaker_key)
             self.session.execute(
-                text(
+                sql(
                     "UPDATE memory_entities SET profile_text = :profile, profile_refreshed_at = now() "
                     "WHERE agent_id = :agent AND canonical_key = :key AND profile_text IS NULL"
                 ),
@@ -605,7 +627,7 @@ def register_attributes(session: Session, agent_id: str, counts: dict[str, tuple
     if not counts:
         return
     session.execute(
-        text(
+        sql(
             """
             INSERT INTO memory_attribute_registry (agent_id, key, status, seen_count, proposed_by)
             VALUES (:agent, :key, :status, :count, 'llm')
@@ -633,7 +655,7 @@ def refresh_entity_counts(
     if not keys and not closed:
         return
     session.execute(
-        text(
+        sql(
             """
             UPDATE memory_entities e SET fact_count = (
                 SELECT count(*) FROM memory_fact_entity_links l JOIN memory_facts f ON f.id = l.fact_id
@@ -663,11 +685,14 @@ def apply_message(
     speaker_key: str,
     offline: bool,
     counters: bool = True,
+    guard_facts: bool = True,
 ) -> ApplyOutcome:
     """Apply one message inside the caller's transaction (the caller holds the agent lock).
 
     ``counters=False`` leaves the attribute registry and the entities' fact counts to the
     caller (a chunk updates them once for all its messages: both are sums, in any order).
+    ``guard_facts=False`` writes each fact without a savepoint of its own: a failing fact then
+    raises, and the caller must roll back and apply again guarded (see ``_upsert_chunk``).
     """
     applier = Applier(session, run, config, provenance="rule" if offline else "llm")
     entities = applier.settle_entities(resolution)
@@ -683,6 +708,9 @@ def apply_message(
         for decision in reconciliation.decisions
     ]
     for decision in decisions:
+        if not guard_facts:
+            applier.apply_decision(decision)
+            continue
         try:
             with session.begin_nested():
                 applier.apply_decision(decision)

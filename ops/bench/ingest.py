@@ -918,9 +918,8 @@ FROM pipeline_runs WHERE agent_id = ANY(%(agents)s)
 """
 
 
-def _count(database_url: str, agents: Sequence[str]) -> tuple[int, int, int]:
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        row = conn.execute(_COUNT_SQL, {"agents": list(agents)}).fetchone()
+def _count(conn: psycopg.Connection[Any], agents: Sequence[str]) -> tuple[int, int, int]:
+    row = conn.execute(_COUNT_SQL, {"agents": list(agents)}).fetchone()
     assert row is not None
     return int(row[0]), int(row[1]), int(row[2])
 
@@ -934,12 +933,29 @@ def wait_for_runs(
     label: str,
     alive: Callable[[], list[str]] | None = None,
 ) -> tuple[int, int, int, bool]:
-    """Poll ``pipeline_runs`` until ``expected`` runs of ``agents`` are done or failed (or time runs out)."""
+    """Poll ``pipeline_runs`` until ``expected`` runs of ``agents`` are done or failed (or time runs out).
+
+    One aggregate query every ``POLL_INTERVAL_S`` on one connection kept for the whole wait (a
+    connection per poll cost the benchmark and PostgreSQL a backend start each time).
+    """
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        return _wait(conn, agents, expected, timeout_s=timeout_s, label=label, alive=alive)
+
+
+def _wait(
+    conn: psycopg.Connection[Any],
+    agents: Sequence[str],
+    expected: int,
+    *,
+    timeout_s: float,
+    label: str,
+    alive: Callable[[], list[str]] | None,
+) -> tuple[int, int, int, bool]:
     started = time.monotonic()
     last_print = started
     total = done = failed = 0
     while True:
-        total, done, failed = _count(database_url, agents)
+        total, done, failed = _count(conn, agents)
         if done + failed >= expected:
             return total, done, failed, False
         now = time.monotonic()
@@ -1481,7 +1497,8 @@ def phase_acceptance(
         )
     )
     rows.append(Row(label, "wall time / peak memory", f"{secs(finished - started)} / {mib(peak)}"))
-    total, done, failed = _count(stack.database_url, agent_ids + batch_agents)
+    with psycopg.connect(stack.database_url, autocommit=True) as conn:
+        total, done, failed = _count(conn, agent_ids + batch_agents)
     report.notes.append(
         f"{label}: the worker pools kept running during the measurement (as in production) and finished "
         f"{done + failed:,} of the {total:,} messages accepted by the end of it; the rest were dropped "

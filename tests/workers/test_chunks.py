@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -243,3 +244,74 @@ def test_an_event_that_fails_in_a_batch_retries_alone_while_its_chunk_goes_on(
     texts_written = [f["fact_text"] for f in path.memory.all_facts(path.agent_id)]
     assert len(texts_written) == len(set(texts_written)) == 12
     assert any("Recife" in text for text in texts_written)
+
+
+def test_a_fact_failing_in_a_chunk_is_applied_again_guarded_and_only_that_fact_is_lost(
+    context: WriteContext, memory: MemoryInspector, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Upsert applies a chunk without savepoints first; a failure there rolls it all back and redoes it guarded."""
+    from memory_core.write import upsert
+
+    agent = f"agent-{uuid.uuid4().hex[:8]}-guarded"
+    texts = ["I live in Lisbon.", "I work at Acme Corp.", "I have a dog named Rex."]
+    chunk = _accept(context, agent, texts, [0, 1, 2])
+    for stage in ("extract", "resolve", "reconcile"):
+        assert run_stage_chunk(context, stage, chunk) == dict.fromkeys(chunk, "completed")
+    original = upsert.Applier.apply_decision
+    attempts: list[str] = []
+
+    def failing(self: upsert.Applier, decision: upsert.FactDecision) -> None:
+        attempts.append(decision.text)
+        if "Acme" in decision.text:
+            raise RuntimeError("injected")
+        original(self, decision)
+
+    monkeypatch.setattr(upsert.Applier, "apply_decision", failing)
+    assert run_stage_chunk(context, "upsert", chunk) == dict.fromkeys(chunk, "completed")
+    # The optimistic pass stopped at the failing fact; the guarded pass went through all of them.
+    assert sum("Acme" in text for text in attempts) == 2
+    facts = [f["fact_text"] for f in memory.all_facts(agent)]
+    # Nothing of the rolled-back pass remains: each fact once, the failing one not at all.
+    assert sorted(facts) == sorted(set(facts))
+    assert any("Lisbon" in text for text in facts)
+    assert any("Rex" in text for text in facts)
+    assert not any("Acme" in text for text in facts)
+    results = {
+        r["event_id"]: r["result"]
+        for r in memory.rows("SELECT event_id, result FROM pipeline_runs WHERE agent_id = :a", a=agent)
+    }
+    assert any("not written: RuntimeError: injected" in w for w in results[chunk[1]]["warnings"])
+    assert results[chunk[0]]["warnings"] == []
+    assert results[chunk[2]]["warnings"] == []
+    links = memory.rows("SELECT fact_id, entity_key FROM memory_fact_entity_links WHERE agent_id = :a", a=agent)
+    assert len(links) == len({(row["fact_id"], row["entity_key"]) for row in links}) >= len(facts)
+
+
+def test_a_message_failing_in_a_chunk_fails_alone_after_the_chunk_is_applied_again(
+    context: WriteContext, memory: MemoryInspector, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memory_core.write import upsert
+
+    agent = f"agent-{uuid.uuid4().hex[:8]}-message"
+    chunk = _accept(context, agent, ["I live in Lisbon.", "I work at Acme Corp.", "I have a dog named Rex."], [0, 1, 2])
+    for stage in ("extract", "resolve", "reconcile"):
+        assert run_stage_chunk(context, stage, chunk) == dict.fromkeys(chunk, "completed")
+    original = upsert.Applier.link_facts
+
+    def failing(self: upsert.Applier, decisions: Any, entities: Any) -> None:
+        original(self, decisions, entities)
+        if self.run.event_id == chunk[1]:
+            raise RuntimeError("injected")
+
+    monkeypatch.setattr(upsert.Applier, "link_facts", failing)
+    outcomes = run_stage_chunk(context, "upsert", chunk)
+    assert outcomes[chunk[0]] == outcomes[chunk[2]] == "completed"
+    assert isinstance(outcomes[chunk[1]], RuntimeError)
+    facts = [f["fact_text"] for f in memory.all_facts(agent)]
+    assert sorted(facts) == sorted(set(facts))
+    assert not any("Acme" in text for text in facts)
+    statuses = {
+        r["event_id"]: r["status"]
+        for r in memory.rows("SELECT event_id, status FROM pipeline_runs WHERE agent_id = :a", a=agent)
+    }
+    assert statuses == {chunk[0]: "done", chunk[1]: "reconciled", chunk[2]: "done"}
