@@ -387,7 +387,7 @@ def _upsert_chunk(ctx: WriteContext, event_ids: Sequence[uuid.UUID]) -> dict[uui
         # Sorted, so two chunks naming several agents (the sweeper's) cannot deadlock on them.
         for agent_id in sorted({run.agent_id for run in ready}):
             lock_agent(session, agent_id)
-        ready.sort(key=lambda run: (run.occurred_at, str(run.event_id)))
+        ready.sort(key=lambda run: run.arrival_key)
         try:
             # Optimistic: the whole chunk under one savepoint, no savepoint per message or per fact
             # (a third of the stage's statements, and the Python around them). Anything failing rolls the chunk

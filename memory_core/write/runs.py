@@ -36,6 +36,13 @@ class RunView:
     occurred_at: datetime
     created_at: datetime
     timings: dict[str, Any] = field(default_factory=dict)
+    # Arrival order among events (migration 0005); None for events stored before it.
+    seq: int | None = None
+
+    @property
+    def arrival_key(self) -> tuple[datetime, int, str]:
+        """Sort key of the order messages happened in: ``occurred_at``, then arrival, then id."""
+        return (self.occurred_at, -1 if self.seq is None else self.seq, str(self.event_id))
 
 
 def load_run(
@@ -76,6 +83,7 @@ def load_run(
         occurred_at=event.occurred_at,
         created_at=run.created_at,
         timings=dict(run.timings or {}),
+        seq=event.seq,
     )
 
 
@@ -108,6 +116,7 @@ def load_runs(
             MemoryEvent.session_id,
             MemoryEvent.message_id,
             MemoryEvent.occurred_at,
+            MemoryEvent.seq,
         )
         .join(MemoryEvent, MemoryEvent.id == PipelineRun.event_id)
         .where(PipelineRun.event_id.in_(list(event_ids)))
@@ -141,6 +150,7 @@ def load_runs(
             occurred_at=row.occurred_at,
             created_at=row.created_at,
             timings=dict(row.timings or {}),
+            seq=row.seq,
         )
         for row in rows
     }
@@ -220,13 +230,19 @@ def complete_stages(
 
 
 def plan_chunks(session: Session, event_ids: Sequence[uuid.UUID], size: int) -> list[list[uuid.UUID]]:
-    """Split events into chunks of one agent each, at most ``size`` long, in ``occurred_at`` order.
+    """Split events into chunks of one agent each, at most ``size`` long, in the order they happened.
+
+    That order is ``occurred_at``, then arrival (``seq``: messages of one import often share a
+    timestamp), then id.
 
     An agent's events are spread evenly over as few chunks as ``size`` allows (40 events at
     16 make chunks of 14, 13 and 13). Ids without an event (deleted since) are left out.
     """
     rows = session.execute(
-        text("SELECT id, agent_id FROM memory_events WHERE id = ANY(:ids) ORDER BY agent_id, occurred_at, id"),
+        text(
+            "SELECT id, agent_id FROM memory_events WHERE id = ANY(:ids) "
+            "ORDER BY agent_id, occurred_at, seq NULLS FIRST, id"
+        ),
         {"ids": [str(event_id) for event_id in event_ids]},
     ).all()
     by_agent: dict[str, list[uuid.UUID]] = {}

@@ -315,3 +315,30 @@ def test_a_message_failing_in_a_chunk_fails_alone_after_the_chunk_is_applied_aga
         for r in memory.rows("SELECT event_id, status FROM pipeline_runs WHERE agent_id = :a", a=agent)
     }
     assert statuses == {chunk[0]: "done", chunk[1]: "reconciled", chunk[2]: "done"}
+
+
+def test_messages_sharing_a_timestamp_are_applied_in_the_order_they_were_sent(
+    context: WriteContext, memory: MemoryInspector
+) -> None:
+    # An import stamps a whole session with its date: arrival order (seq) says which came first.
+    for first, second, expected in (
+        ("Lisbon", "Porto", "Marina moved to Porto."),
+        ("Porto", "Lisbon", "Marina moved to Lisbon."),
+    ):
+        agent = f"agent-{uuid.uuid4().hex[:8]}"
+        with context.sessions.begin() as session:
+            accepted = accept_messages(
+                session,
+                agent,
+                [
+                    IncomingMessage(message=f"I live in {first}.", speaker_name="Marina", occurred_at=START),
+                    IncomingMessage(message=f"I moved to {second}.", speaker_name="Marina", occurred_at=START),
+                ],
+            )
+        ids = [item.event_id for item in accepted]
+        with context.sessions() as session:
+            assert plan_chunks(session, list(reversed(ids)), 16) == [ids]
+        for stage in STAGES:
+            assert set(run_stage_chunk(context, stage, list(reversed(ids))).values()) == {"completed"}
+        homes = [f["fact_text"] for f in memory.active_facts(agent) if f["attribute_key"] == "location.residence"]
+        assert homes == [expected]
