@@ -11,7 +11,12 @@ from sqlalchemy import text
 
 from memory_core.config import MemoryConfig, apply_overrides
 from memory_core.read.context import ReadContext
-from memory_core.read.conversations import REPLY_SCORE_FACTOR, relevant_conversations
+from memory_core.read.conversations import (
+    REPLY_TO_QUESTION_FACTOR,
+    REPLY_TO_STATEMENT_FACTOR,
+    relevant_conversations,
+    reply_factor,
+)
 from memory_core.read.entities import TimeWindow
 from memory_core.read.pipeline import retrieve
 from memory_core.read.schemas import RetrievedEvent
@@ -73,7 +78,22 @@ def test_the_reply_follows_its_parent_with_a_score_just_below(read_ctx: ReadCont
     assert reply.text == ANSWER
     assert reply.speaker == "Caroline"
     assert reply.occurred_at == SAID
-    assert reply.score == pytest.approx(parent.score * REPLY_SCORE_FACTOR, abs=1e-5)
+    assert reply.score == pytest.approx(parent.score * REPLY_TO_QUESTION_FACTOR, abs=1e-5)
+
+
+def test_the_reply_to_a_statement_counts_for_less_than_the_answer_to_a_question() -> None:
+    assert reply_factor(QUESTION) == REPLY_TO_QUESTION_FACTOR
+    assert reply_factor("¿Qué investigaste sobre el faro") == REPLY_TO_QUESTION_FACTOR
+    assert reply_factor("I researched the lighthouse restoration.") == REPLY_TO_STATEMENT_FACTOR
+    assert REPLY_TO_STATEMENT_FACTOR < REPLY_TO_QUESTION_FACTOR < 1.0
+
+
+def test_the_reply_to_a_statement_gets_the_statement_share(read_ctx: ReadContext, memory: MemoryBuilder) -> None:
+    statement = "I researched the lighthouse restoration last week."
+    said, reaction = _turns(memory, [("Melanie", statement), ("Caroline", "Wow, that sounds like fun!")])
+    events = _search(read_ctx, memory.agent_id, query="lighthouse restoration research")
+    assert _ids(events) == [(said, None), (reaction, said)]
+    assert events[1].score == pytest.approx(events[0].score * REPLY_TO_STATEMENT_FACTOR, abs=1e-5)
 
 
 def test_the_context_shows_the_reply_under_its_parent(read_ctx: ReadContext, memory: MemoryBuilder) -> None:
@@ -152,7 +172,7 @@ def test_replies_compete_for_topk_and_the_weakest_give_way(read_ctx: ReadContext
     memory.event("None at all, sorry.", speaker="Caroline", session_id="weak", occurred_at=old + timedelta(minutes=1))
     config = apply_overrides(read_ctx.base_config, {"topk_events": 3}).config
     events = _search(read_ctx, memory.agent_id, config=config)
-    assert events[0].score * REPLY_SCORE_FACTOR > events[2].score
+    assert events[0].score * reply_factor(QUESTION) > events[2].score
     # Three places: the strong match, its reply, then the weak match; the weak match's reply is cut.
     assert _ids(events) == [(strong, None), (strong_reply, strong), (weak, None)]
 
