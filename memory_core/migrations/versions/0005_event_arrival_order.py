@@ -24,7 +24,7 @@ every step here is ``IF NOT EXISTS``, so the migration then only sets the defaul
 
 Revision ID: 0005
 Revises: 0004
-Create Date: 2026-12-01 10:00:00
+Create Date: 2026-11-30 06:50:00
 """
 
 from collections.abc import Sequence
