@@ -12,8 +12,9 @@ Hops are counted from fact to fact, as in the seeds' example (seed "Marcos lives
 Each entity (or cluster) contributes at most ``spreading_facts_per_entity`` (3) facts per hop,
 the strongest by dynamic importance (seeds R13), scaled by the entity's specificity when
 ``entity_specificity`` is on (:mod:`memory_core.read.focus`); an entity so broad that its share
-falls under :data:`SPREADING_MIN_SPECIFICITY` is not read at all. ``spreading_activation_hops = 0``
-disables it.
+falls under :data:`~memory_core.read.focus.MIN_SPECIFICITY` (with 3 facts taken, more than
+150 facts) is not read at all: its facts would add nothing to the ranking.
+``spreading_activation_hops = 0`` disables it.
 A spread fact enters ranking with its activation as its graph signal; facts already found by the
 signals keep their own entry (the seeds dedupe spreading against the existing results).
 
@@ -43,7 +44,6 @@ from memory_core.read.signals import ELIGIBLE_CTE, FACT_COLUMNS, base_candidate,
 from memory_core.write.repository import vector_literal
 
 __all__ = [
-    "SPREADING_MIN_SPECIFICITY",
     "SPREADING_SEED_FACTS",
     "ContextExtras",
     "SpreadingResult",
@@ -54,11 +54,6 @@ __all__ = [
 
 # Spreading starts from this many of the best-ranked facts.
 SPREADING_SEED_FACTS = 5
-# With entity specificity on, spreading skips an entity (or cluster) whose facts would each get
-# less than this share of the activation: with 3 facts taken per entity, one of more than 150.
-# Reading thousands of a person's facts to hand out activations of under 1% was most of this
-# stage's time on large agents. The graph signal's own cut-off (memory_core.read.focus).
-SPREADING_MIN_SPECIFICITY = MIN_SPECIFICITY
 # Observed patterns shown at most.
 MAX_PATTERNS = 5
 # Clusters fetched at most (broad queries show the agent's most important ones).
@@ -234,7 +229,7 @@ def spread_activation(
         "min_edge_strength": config.graph_min_edge_strength,
         "fetch": per_entity * 2,
         # Entities (and clusters) too broad for their facts to carry activation are not read.
-        "max_via_facts": (math.floor(per_entity / SPREADING_MIN_SPECIFICITY) if config.entity_specificity else None),
+        "max_via_facts": (math.floor(per_entity / MIN_SPECIFICITY) if config.entity_specificity else None),
         **window_params(window),
     }
     if filter_keys is not None:

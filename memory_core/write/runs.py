@@ -45,48 +45,6 @@ class RunView:
         return (self.occurred_at, -1 if self.seq is None else self.seq, str(self.event_id))
 
 
-def load_run(
-    session: Session, event_id: uuid.UUID, *, for_update: bool = False, outputs: Sequence[str] = ()
-) -> RunView | None:
-    """The run and its event (with the stored outputs of ``outputs``), optionally locking the run row."""
-    statement = (
-        select(PipelineRun, MemoryEvent)
-        .join(MemoryEvent, MemoryEvent.id == PipelineRun.event_id)
-        .where(PipelineRun.event_id == event_id)
-    )
-    if for_update:
-        statement = statement.with_for_update(of=PipelineRun)
-    row = session.execute(statement).first()
-    if row is None:
-        return None
-    run, event = row
-    stored: dict[str, Any] = {"llm_cache": dict(run.llm_cache or {})}
-    if outputs:
-        rows = session.execute(
-            select(PipelineStageOutput.stage, PipelineStageOutput.output).where(
-                PipelineStageOutput.event_id == event_id, PipelineStageOutput.stage.in_(list(outputs))
-            )
-        ).all()
-        stored.update(dict(rows))
-    return RunView(
-        event_id=run.event_id,
-        agent_id=run.agent_id,
-        status=run.status,
-        stage=run.stage,
-        attempts=run.attempts,
-        options=dict(run.options or {}),
-        stage_outputs=stored,
-        text=event.text,
-        speaker=event.speaker,
-        session_id=event.session_id,
-        message_id=event.message_id,
-        occurred_at=event.occurred_at,
-        created_at=run.created_at,
-        timings=dict(run.timings or {}),
-        seq=event.seq,
-    )
-
-
 def load_runs(
     session: Session, event_ids: Sequence[uuid.UUID], *, for_update: bool = False, outputs: Sequence[str] = ()
 ) -> dict[uuid.UUID, RunView]:

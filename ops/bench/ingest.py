@@ -1233,22 +1233,7 @@ def phase_end_to_end(
         report.targets[f"{label} p95 latency"] = p95_ok
         p95_cell = f"p95 <= {p95_target:.0f} s: {verdict(p95_ok)}"
     rows.append(Row(label, "received -> done p50 / p95", f"{secs(stats.p(50))} / {secs(stats.p(95))}", p95_cell))
-    rows.append(
-        Row(
-            label,
-            "failed / pending",
-            f"{stats.failed} / {stats.pending}" + (" (timed out)" if timed_out else ""),
-            "0 failed",
-        )
-    )
-    rows.append(Row(label, "wall time / peak memory", f"{secs(finished - started)} / {mib(peak)}"))
-    report.notes.append(
-        f"{label}: time in stages {_stage_summary(stats)}; processing without queueing p50 "
-        f"{secs(percentile(stats.service_s, 50))}, p95 {secs(percentile(stats.service_s, 95))}; "
-        f"{stats.retries} stage attempts retried."
-    )
-    report.notes.extend(window.notes(label, stats.done + stats.failed))
-    report.notes.extend(f"{label}: {note}" for note in _failure_note(stats))
+    _add_outcome(report, label, stats, window, wall_s=finished - started, peak=peak)
     if stub is not None:
         calls = stub.counts()
         chat_calls = sum(calls.values())
@@ -1340,25 +1325,29 @@ def phase_paced(
             f"p95 <= {TARGET_E2E_P95_S:.0f} s at the {TARGET_E2E_RATE:.0f} msg/s target rate: {verdict(p95_ok)}",
         )
     )
-    rows.append(
+    _add_outcome(report, label, stats, window, wall_s=finished - started, peak=sampler.peak(started, finished))
+    report.notes.append(f"{label}: each single POST is a chain of its own (no chunk).")
+    return report
+
+
+def _add_outcome(report: PhaseReport, label: str, stats: RunStats, window: Window, *, wall_s: float, peak: int) -> None:
+    """The rows and notes every end-to-end phase reports: failures, wall time, stage times, CPU."""
+    report.rows.append(
         Row(
             label,
             "failed / pending",
-            f"{stats.failed} / {stats.pending}" + (" (timed out)" if timed_out else ""),
+            f"{stats.failed} / {stats.pending}" + (" (timed out)" if stats.timed_out else ""),
             "0 failed",
         )
     )
-    rows.append(
-        Row(label, "wall time / peak memory", f"{secs(finished - started)} / {mib(sampler.peak(started, finished))}")
-    )
+    report.rows.append(Row(label, "wall time / peak memory", f"{secs(wall_s)} / {mib(peak)}"))
     report.notes.append(
         f"{label}: time in stages {_stage_summary(stats)}; processing without queueing p50 "
         f"{secs(percentile(stats.service_s, 50))}, p95 {secs(percentile(stats.service_s, 95))}; "
-        f"{stats.retries} stage attempts retried. Each single POST is a chain of its own (no chunk)."
+        f"{stats.retries} stage attempts retried."
     )
     report.notes.extend(window.notes(label, stats.done + stats.failed))
     report.notes.extend(f"{label}: {note}" for note in _failure_note(stats))
-    return report
 
 
 def _calls_breakdown(calls: Counter[str]) -> str:
