@@ -30,6 +30,7 @@ from memory_core.db.engine import create_db_engine, create_session_factory
 from memory_core.settings import Settings
 from memory_core.write.context import WriteContext, build_write_context
 from workers.celery_app import create_celery_app
+from workers.intake import IntakeQueue
 from workers.tasks.pipeline import enqueue_events
 
 if TYPE_CHECKING:
@@ -59,6 +60,7 @@ class ApiState:
     api_keys: tuple[bytes, ...]
     body_cap: int
     import_body_cap: int
+    intake: IntakeQueue | None = None
     _write_context: WriteContext | None = field(default=None, repr=False)
     _read_context: ReadContext | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -109,9 +111,32 @@ class ApiState:
             return False
         return True
 
+    def enqueue_single(self, event_ids: Sequence[str]) -> bool:
+        """Queue single messages for coalescing into chunks (see :mod:`workers.intake`); False on a broker failure.
+
+        Without an intake list (coalescing off, or a broker that is not Redis) each message
+        starts a chain of its own at once.
+        """
+        if self.intake is None:
+            return self.enqueue(event_ids)
+        try:
+            if self.intake.push(event_ids):
+                self.celery.signature("ingest.collect", immutable=True).apply_async()
+        except Exception as error:
+            logger.warning(
+                "could not queue %d event(s) for a collector (%s: %s); the sweeper will re-enqueue them",
+                len(event_ids),
+                type(error).__name__,
+                error,
+            )
+            return False
+        return True
+
     def close(self) -> None:
         """Release the pools (database, dry-run and read contexts, broker connections)."""
         self.engine.dispose()
+        if self.intake is not None:
+            self.intake.close()
         if self._write_context is not None:
             self._write_context.close()
         if self._read_context is not None:
@@ -123,9 +148,6 @@ def build_state(settings: Settings) -> ApiState:
     """The singletons of an app for ``settings``."""
     engine = create_db_engine(settings)
     celery = create_celery_app(settings)
-    # Workers report every task to Flower when they receive it; the API's extra "sent" event
-    # would cost each message POST another broker round trip.
-    celery.conf.task_send_sent_event = False
     # The API only publishes. A dead broker must cost a request a second or two, not the
     # default retries' many seconds: the events are stored and the sweeper catches up.
     celery.conf.broker_connection_timeout = 2
@@ -145,6 +167,7 @@ def build_state(settings: Settings) -> ApiState:
         api_keys=encode_keys(settings.api_keys),
         body_cap=cap,
         import_body_cap=max(IMPORT_BODY_CAP, cap),
+        intake=IntakeQueue.for_settings(settings),
     )
 
 

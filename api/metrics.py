@@ -112,7 +112,9 @@ class ServiceCollector(Collector):
 
     def _read_queues(self) -> dict[str, int]:
         if self.ledger is not None:
-            return {queue: self.ledger.queue_depth(queue) for queue in QUEUES}
+            depths = {queue: self.ledger.queue_depth(queue) for queue in QUEUES}
+            depths["intake"] = self.ledger.intake_depth()
+            return depths
         depths: dict[str, int] = {}
         with self.celery.connection_for_read() as connection:
             channel = connection.default_channel
@@ -182,7 +184,11 @@ def _job_families(reading: ServiceReading) -> Iterator[Metric]:
 def _queue_families(reading: ServiceReading) -> Iterator[Metric]:
     if reading.queue_depths is None:
         return
-    depth = GaugeMetricFamily("arandu_queue_depth", "Tasks waiting in each broker queue.", labels=["queue"])
+    depth = GaugeMetricFamily(
+        "arandu_queue_depth",
+        "Tasks waiting in each broker queue; queue=intake: single messages waiting for a collector.",
+        labels=["queue"],
+    )
     for queue, count in sorted(reading.queue_depths.items()):
         depth.add_metric([queue], float(count))
     yield depth

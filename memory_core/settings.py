@@ -135,6 +135,12 @@ class Settings(BaseSettings):
     # Batches, imports and sweeps run one chain per (agent, this many events): Celery's per-task
     # cost is paid once per chunk and the chunk's upsert is one transaction under the agent lock.
     pipeline_chunk_size: int = Field(default=16, ge=1, le=500)
+    # Single messages (POST .../messages) wait up to this long for others to share a chunk with
+    # (any agents); a full chunk starts at once. 0 = each message is a chain of its own at once.
+    pipeline_intake_wait_ms: float = Field(default=300.0, ge=0, le=10_000)
+    # Single messages per chunk: a chain's fixed cost (four task deliveries, eight transactions)
+    # shared by more messages; an agent's lock is held only for its own messages' apply.
+    pipeline_intake_chunk_size: int = Field(default=32, ge=1, le=500)
     # Events of one chunk computed at once when the skills call an LLM (hides its latency).
     pipeline_chunk_parallelism: int = Field(default=8, ge=1, le=64)
 

@@ -59,9 +59,11 @@ def create_celery_app(
         task_default_queue="maintenance",
         task_routes={f"{name}.*": {"queue": name, "routing_key": name} for name in QUEUES},
         task_create_missing_queues=False,
-        # Flower shows tasks from these events.
+        # Flower shows tasks from these events. Not the "sent" one: a chain's worker would send
+        # it for every next stage (a broker round trip per task), and Flower learns of a task
+        # when a worker receives it anyway.
         worker_send_task_events=True,
-        task_send_sent_event=True,
+        task_send_sent_event=False,
         worker_hijack_root_logger=False,
         beat_schedule=build_beat_schedule(settings),
         timezone="UTC",

@@ -20,6 +20,7 @@ import redis
 
 from memory_core.providers.protocols import TokenUsage
 from memory_core.settings import Settings
+from workers.intake import IntakeQueue
 from workers.redis_client import is_redis_url, redis_client_for
 
 logger = logging.getLogger("arandu.metrics")
@@ -90,6 +91,10 @@ class MetricsLedger:
         for name in names:
             pipe.llen(f"{self.key_prefix}{name}")
         return sum(int(size) for size in pipe.execute())
+
+    def intake_depth(self) -> int:
+        """Single messages waiting for a collector (:mod:`workers.intake`)."""
+        return IntakeQueue(self.client, self.key_prefix).depth()
 
     def _task_key(self, task: str) -> str:
         return f"{self.base}task:{task}"

@@ -2,7 +2,8 @@
 
 Both store the events and their runs in one transaction, commit, then publish the pipeline:
 a worker never looks for an event that is not committed, and an event is never lost to a
-broker outage (the sweeper re-enqueues idle runs). The single-message handler is on the hot
+broker outage (the sweeper re-enqueues idle runs). A single message is queued for a collector
+that starts it in a chunk with its neighbours in time (:mod:`workers.intake`). The single-message handler is on the hot
 path: it parses once, builds nothing it could reuse and makes no extra round trip.
 """
 
@@ -96,7 +97,7 @@ def post_message(request: Request, agent_id: AgentId, body: JsonBody) -> JSONRes
     event_id = str(accepted.event_id)
     if not accepted.created:
         return answer(200, {"event_id": event_id, "status": accepted.status, "duplicate": True, "warnings": warnings})
-    state.enqueue((event_id,))
+    state.enqueue_single((event_id,))
     return answer(202, {"event_id": event_id, "status": accepted.status, "duplicate": False, "warnings": warnings})
 
 

@@ -8,14 +8,19 @@ from sqlalchemy.orm import Session, sessionmaker
 from memory_core.settings import Settings
 
 
-def create_db_engine(settings: Settings, *, pool_size: int | None = None) -> Engine:
-    """An engine with a bounded pool; connections are checked before use after a database restart."""
+def create_db_engine(settings: Settings, *, pool_size: int | None = None, pre_ping: bool = True) -> Engine:
+    """An engine with a bounded pool.
+
+    With ``pre_ping`` every checkout first checks the connection (a round trip), so a request
+    never meets a connection a database restart closed. Without it, the first use of such a
+    connection fails and invalidates the whole pool: right for callers that retry anyway.
+    """
     size = pool_size if pool_size is not None else settings.database_pool_size
     return create_engine(
         settings.sqlalchemy_url,
         pool_size=size,
         max_overflow=size,
-        pool_pre_ping=True,
+        pool_pre_ping=pre_ping,
         pool_recycle=1800,
         connect_args={"connect_timeout": 5, "application_name": "arandu"},
     )

@@ -112,7 +112,9 @@ def build_write_context(
     pool_size: int | None = None,
 ) -> WriteContext:
     """A context for ``settings``; tests pass scripted skills or embedders explicitly."""
-    engine = create_db_engine(settings, pool_size=pool_size)
+    # No ping before each checkout: a pipeline stage takes two connections, and one that a
+    # database restart closed fails a single attempt, which the task retries.
+    engine = create_db_engine(settings, pool_size=pool_size, pre_ping=False)
     fast_json(engine)
     return WriteContext(
         settings=settings,

@@ -43,6 +43,7 @@ from memory_core.write.upsert import (
     lock_agent,
     refresh_entity_counts,
     register_attributes,
+    try_lock_agents,
 )
 
 StageOutcome = Literal["completed", "skipped", "missing"]
@@ -375,8 +376,15 @@ def _apply_runs(
 
 
 def _upsert_chunk(ctx: WriteContext, event_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, StageResult]:
-    """Apply a chunk's decisions in one short transaction under its agent's lock, in ``occurred_at`` order."""
+    """Apply a chunk's decisions in one short transaction under its agents' locks, in arrival order.
+
+    A chunk of single messages names many agents, and two such chunks often share one. So the
+    locks are taken without waiting: the agents whose lock is free are applied here, and an
+    agent another transaction holds is applied afterwards, in a transaction of its own that
+    waits for its lock. No transaction ever waits while holding another agent's lock.
+    """
     outcomes: dict[uuid.UUID, StageResult] = {}
+    deferred: dict[str, list[uuid.UUID]] = {}
     with ctx.sessions.begin() as session:
         # The run row locks make a concurrent redelivery of these events wait, then see "done".
         runs = load_runs(session, event_ids, for_update=True, outputs=REQUIRED_OUTPUTS["upsert"])
@@ -384,29 +392,64 @@ def _upsert_chunk(ctx: WriteContext, event_ids: Sequence[uuid.UUID]) -> dict[uui
         if not ready:
             return outcomes
         relax_durability(session)
-        # Sorted, so two chunks naming several agents (the sweeper's) cannot deadlock on them.
+        agents = sorted({run.agent_id for run in ready})
+        if len(agents) == 1:
+            lock_agent(session, agents[0])
+            locked = set(agents)
+        else:
+            locked = try_lock_agents(session, agents)
+        for run in ready:
+            if run.agent_id not in locked:
+                deferred.setdefault(run.agent_id, []).append(run.event_id)
+        _apply_locked(ctx, session, [run for run in ready if run.agent_id in locked], outcomes)
+    for ids in deferred.values():
+        try:
+            outcomes.update(_upsert_agent(ctx, ids))
+        except Exception as error:  # the caller retries these events on their own
+            outcomes.update(dict.fromkeys(ids, error))
+    return outcomes
+
+
+def _upsert_agent(ctx: WriteContext, event_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, StageResult]:
+    """Apply one agent's events in a transaction of their own, waiting for the agent's lock."""
+    outcomes: dict[uuid.UUID, StageResult] = {}
+    with ctx.sessions.begin() as session:
+        runs = load_runs(session, event_ids, for_update=True, outputs=REQUIRED_OUTPUTS["upsert"])
+        ready = _ready_runs(runs, event_ids, "upsert", outcomes)
+        if not ready:
+            return outcomes
+        relax_durability(session)
         for agent_id in sorted({run.agent_id for run in ready}):
             lock_agent(session, agent_id)
-        ready.sort(key=lambda run: run.arrival_key)
-        try:
-            # Optimistic: the whole chunk under one savepoint, no savepoint per message or per fact
-            # (a third of the stage's statements, and the Python around them). Anything failing rolls the chunk
-            # back to here, and it is applied again guarded, with the outcome it would have had.
-            with session.begin_nested():
-                completions, counters = _apply_runs(ctx, session, ready, outcomes, guarded=False)
-        except Exception:
-            completions, counters = _apply_runs(ctx, session, ready, outcomes, guarded=True)
-        # Sums over the chunk's messages, written once (the same totals as message by message).
-        for agent_id, total in sorted(counters.items()):
-            register_attributes(session, agent_id, total.attributes)
-            refresh_entity_counts(session, agent_id, total.entities, total.closed_facts)
-        advanced = complete_stages(session, "upsert", completions, new_status="done")
-        if advanced != {item.event_id for item in completions}:
-            # Impossible while the run rows are locked; if it happens, write nothing at all.
-            raise RuntimeError(f"upsert: runs changed status under their row lock: {sorted(map(str, advanced))}")
-        for item in completions:
-            outcomes[item.event_id] = "completed"
+        _apply_locked(ctx, session, ready, outcomes)
     return outcomes
+
+
+def _apply_locked(
+    ctx: WriteContext, session: Session, ready: list[RunView], outcomes: dict[uuid.UUID, StageResult]
+) -> None:
+    """Apply ``ready`` (their agents locked) in arrival order and mark them done, in ``session``'s transaction."""
+    if not ready:
+        return
+    ready.sort(key=lambda run: run.arrival_key)
+    try:
+        # Optimistic: the whole chunk under one savepoint, no savepoint per message or per fact
+        # (a third of the stage's statements, and the Python around them). Anything failing rolls the chunk
+        # back to here, and it is applied again guarded, with the outcome it would have had.
+        with session.begin_nested():
+            completions, counters = _apply_runs(ctx, session, ready, outcomes, guarded=False)
+    except Exception:
+        completions, counters = _apply_runs(ctx, session, ready, outcomes, guarded=True)
+    # Sums over the chunk's messages, written once (the same totals as message by message).
+    for agent_id, total in sorted(counters.items()):
+        register_attributes(session, agent_id, total.attributes)
+        refresh_entity_counts(session, agent_id, total.entities, total.closed_facts)
+    advanced = complete_stages(session, "upsert", completions, new_status="done")
+    if advanced != {item.event_id for item in completions}:
+        # Impossible while the run rows are locked; if it happens, write nothing at all.
+        raise RuntimeError(f"upsert: runs changed status under their row lock: {sorted(map(str, advanced))}")
+    for item in completions:
+        outcomes[item.event_id] = "completed"
 
 
 def _single(outcomes: dict[uuid.UUID, StageResult], event_id: uuid.UUID) -> StageOutcome:

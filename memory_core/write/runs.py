@@ -187,14 +187,18 @@ def complete_stages(
     return set(advanced)
 
 
-def plan_chunks(session: Session, event_ids: Sequence[uuid.UUID], size: int) -> list[list[uuid.UUID]]:
-    """Split events into chunks of one agent each, at most ``size`` long, in the order they happened.
+def plan_chunks(
+    session: Session, event_ids: Sequence[uuid.UUID], size: int, *, mix_agents: bool = False
+) -> list[list[uuid.UUID]]:
+    """Split events into chunks at most ``size`` long, each agent's in the order they happened.
 
     That order is ``occurred_at``, then arrival (``seq``: messages of one import often share a
     timestamp), then id.
 
-    An agent's events are spread evenly over as few chunks as ``size`` allows (40 events at
-    16 make chunks of 14, 13 and 13). Ids without an event (deleted since) are left out.
+    By default a chunk holds one agent's events, spread evenly over as few chunks as ``size``
+    allows (40 events at 16 make chunks of 14, 13 and 13). With ``mix_agents`` (single messages
+    from many agents, a few each) the events, grouped by agent, are cut into as few even chunks
+    as ``size`` allows whatever their agents. Ids without an event (deleted since) are left out.
     """
     rows = session.execute(
         text(
@@ -203,18 +207,26 @@ def plan_chunks(session: Session, event_ids: Sequence[uuid.UUID], size: int) -> 
         ),
         {"ids": [str(event_id) for event_id in event_ids]},
     ).all()
+    if mix_agents:
+        return _even_chunks([event_id for event_id, _ in rows], size)
     by_agent: dict[str, list[uuid.UUID]] = {}
     for event_id, agent_id in rows:
         by_agent.setdefault(agent_id, []).append(event_id)
+    return [chunk for ids in by_agent.values() for chunk in _even_chunks(ids, size)]
+
+
+def _even_chunks(ids: list[uuid.UUID], size: int) -> list[list[uuid.UUID]]:
+    """``ids`` cut, in order, into as few chunks of at most ``size`` as possible, of even lengths."""
+    if not ids:
+        return []
+    count = -(-len(ids) // size)
+    step, extra = divmod(len(ids), count)
     chunks: list[list[uuid.UUID]] = []
-    for ids in by_agent.values():
-        count = -(-len(ids) // size)
-        step, extra = divmod(len(ids), count)
-        offset = 0
-        for index in range(count):
-            length = step + (1 if index < extra else 0)
-            chunks.append(ids[offset : offset + length])
-            offset += length
+    offset = 0
+    for index in range(count):
+        length = step + (1 if index < extra else 0)
+        chunks.append(ids[offset : offset + length])
+        offset += length
     return chunks
 
 

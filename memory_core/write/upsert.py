@@ -49,6 +49,23 @@ def lock_agent(session: Session, agent_id: str) -> None:
     session.execute(sql("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"), {"key": f"arandu:{agent_id}"})
 
 
+def try_lock_agents(session: Session, agent_ids: Sequence[str]) -> set[str]:
+    """Take, without waiting, the locks of ``agent_ids`` that are free; the agents whose lock was taken.
+
+    Never waiting is what lets one transaction hold several agents' locks without deadlocks.
+    """
+    if not agent_ids:
+        return set()
+    rows = session.execute(
+        sql(
+            "SELECT agent, pg_try_advisory_xact_lock(hashtextextended('arandu:' || agent, 0)) "
+            "FROM unnest(CAST(:agents AS text[])) WITH ORDINALITY AS a(agent, position) ORDER BY position"
+        ),
+        {"agents": list(agent_ids)},
+    ).all()
+    return {agent for agent, locked in rows if locked}
+
+
 @lru_cache(maxsize=4096)
 def _folded_text(value: str) -> str:
     return " ".join("".join(ch if ch.isalnum() else " " for ch in fold(value)).split())

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType, TracebackType
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import psutil
 
@@ -382,6 +382,10 @@ class BenchStack:
         if self.devstack is None:
             raise RuntimeError("the stack is not started")
         return self.devstack
+
+    def setting(self, name: str) -> Any:
+        """A service setting's value as this stack's processes got it (``pipeline_chunk_size``...)."""
+        return getattr(self._require().settings, name)
 
     @property
     def api_url(self) -> str:

@@ -1326,7 +1326,11 @@ def phase_paced(
         )
     )
     _add_outcome(report, label, stats, window, wall_s=finished - started, peak=sampler.peak(started, finished))
-    report.notes.append(f"{label}: each single POST is a chain of its own (no chunk).")
+    report.notes.append(
+        f"{label}: single POSTs are gathered into chains of up to {stack.setting('pipeline_intake_chunk_size')} "
+        f"messages of any agents, each waiting at most {stack.setting('pipeline_intake_wait_ms')} ms "
+        "for the others (ARANDU_PIPELINE_INTAKE_CHUNK_SIZE / _WAIT_MS)."
+    )
     return report
 
 

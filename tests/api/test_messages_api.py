@@ -29,6 +29,7 @@ from tests.support.api_server import (
     stored_counts,
 )
 from tests.support.services import TestServices
+from workers.intake import IntakeQueue
 
 MAX_MESSAGE_BYTES = 256 * 1024
 
@@ -85,6 +86,8 @@ def _assert_error_shape(response: httpx.Response, status: int, field: str) -> di
 def test_a_message_is_stored_as_an_event_with_a_received_run_and_published(
     client: httpx.Client, db: Engine, broker: redis.Redis, agent: str
 ) -> None:
+    intake = IntakeQueue(broker)
+    broker.delete(intake.pending_key)
     before = queued_task_names(broker)
     response = client.post(
         f"/v1/agents/{agent}/messages", json={"message": "Eu moro em Recife.", "speaker_name": "Ana"}
@@ -108,9 +111,32 @@ def test_a_message_is_stored_as_an_event_with_a_received_run_and_published(
     assert run.status == "received"
     assert run.attempts == 0
     assert run.options == {"verbose": False, "config_overrides": {}, "recent_messages": []}
-    # One chain, whose first task waits in the ingest queue.
-    assert queued_task_names(broker)[len(before) :] == ["ingest.extract"]
-    assert str(event_id) in broker.lindex("ingest", 0).decode()
+    # The event waits in the intake list for a collector, which is queued on the ingest queue.
+    assert broker.lrange(intake.list_key, -1, -1) == [str(event_id).encode()]
+    assert queued_task_names(broker)[len(before) :] == ["ingest.collect"]
+
+
+def test_single_messages_share_one_collector_and_wait_for_it_in_order(
+    client: httpx.Client, broker: redis.Redis, agent: str
+) -> None:
+    intake = IntakeQueue(broker)
+    broker.delete(intake.list_key, intake.pending_key)
+    before = queued_task_names(broker)
+    sent = []
+    for number, other in enumerate((agent, f"{agent}-b", agent, f"{agent}-c")):
+        response = client.post(
+            f"/v1/agents/{other}/messages", json={"message": f"Message {number}.", "speaker_name": "Ana"}
+        )
+        assert response.status_code == 202, response.text
+        sent.append(response.json()["event_id"])
+    # Four messages of three agents: one collector task for all of them, ids in the order sent.
+    assert queued_task_names(broker)[len(before) :] == ["ingest.collect"]
+    assert [item.decode() for item in broker.lrange(intake.list_key, 0, -1)] == sent
+    # Once a collector has taken the list, the next message queues the next collector.
+    assert intake.take() == sent
+    response = client.post(f"/v1/agents/{agent}/messages", json={"message": "Later.", "speaker_name": "Ana"})
+    assert queued_task_names(broker)[len(before) :] == ["ingest.collect", "ingest.collect"]
+    assert [item.decode() for item in broker.lrange(intake.list_key, 0, -1)] == [response.json()["event_id"]]
 
 
 def test_every_optional_field_is_stored(client: httpx.Client, db: Engine, agent: str) -> None:

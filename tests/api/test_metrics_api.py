@@ -100,12 +100,13 @@ def test_metrics_follow_events_through_queues_stages_and_skills(stack: Stack) ->
     messages = ["Eu moro em Lisboa.", "Minha irmã se chama Carla.", "Eu trabalho na Vertix.", "Eu adoro café."]
     events = [stack.post(message) for message in messages]
 
-    # No worker yet: the events wait in the ingest queue.
+    # No worker yet: the events wait for the collector, which waits in the ingest queue.
     waiting = stack.scrape()
     assert value(waiting, "arandu_events_received_total") == 4
     assert value(waiting, "arandu_events_processed_total") == 0
     assert value(waiting, "arandu_events_in_pipeline", status="received") == 4
-    assert value(waiting, "arandu_queue_depth", queue="ingest") == 4
+    assert value(waiting, "arandu_queue_depth", queue="intake") == 4
+    assert value(waiting, "arandu_queue_depth", queue="ingest") == 1
 
     app: Celery = create_celery_app(stack.settings)
     with running_worker(app, concurrency=4):
@@ -116,14 +117,15 @@ def test_metrics_follow_events_through_queues_stages_and_skills(stack: Stack) ->
     assert value(after, "arandu_events_processed_total") == 4
     assert value(after, "arandu_events_failed_total") == 0
     assert value(after, "arandu_events_in_pipeline", status="received") == 0
-    for queue in ("ingest", "apply", "maintenance"):
+    for queue in ("intake", "ingest", "apply", "maintenance"):
         assert value(after, "arandu_queue_depth", queue=queue) == 0
-    for task in STAGE_TASKS:
+    # The collector took the four messages as one chunk: each stage ran once for all of them.
+    for task in ("ingest.collect", *STAGE_TASKS):
         count = value(after, "arandu_task_duration_seconds_count", task=task)
-        assert count == 4, task
+        assert count == 1, task
         assert value(after, "arandu_task_duration_seconds_bucket", task=task, le="+Inf") == count
         assert value(after, "arandu_task_duration_seconds_sum", task=task) > 0
-        assert value(after, "arandu_task_runs_total", task=task, state="SUCCESS") == 4
+        assert value(after, "arandu_task_runs_total", task=task, state="SUCCESS") == 1
     extraction_calls = sum(
         count
         for (name, labels), count in after.items()

@@ -1,7 +1,8 @@
 """The write pipeline's tasks: ``ingest.extract`` -> ``apply.resolve`` -> ``apply.reconcile`` -> ``apply.upsert``.
 
-Tasks take an event id, or a list of one agent's event ids (a chunk, from batches, imports
-and the sweeper), and nothing else; state lives in PostgreSQL. Failures retry with
+Tasks take an event id, or a list of event ids (a chunk: one agent's from batches, imports and
+the sweeper; several agents' single messages from ``ingest.collect``), and nothing else; state
+lives in PostgreSQL. Failures retry with
 exponential backoff and jitter, never sooner than the provider's Retry-After; the run row
 counts attempts (Redis has no dead-letter queue), and past the cap the run is ``failed``
 with its stage and error until someone re-drives it.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -33,6 +35,8 @@ from memory_core.write.pipeline import (
 from memory_core.write.runs import claim_stuck_runs, mark_failed, plan_chunks, record_attempt
 from memory_core.write.schemas import STAGES
 from workers.context import get_write_context
+from workers.intake import TAKE_LIMIT as INTAKE_TAKE_LIMIT
+from workers.intake import IntakeQueue
 
 logger = logging.getLogger("arandu.pipeline")
 
@@ -66,7 +70,7 @@ def _as_list(event_ids: EventIds | Sequence[str]) -> list[str]:
 
 
 def pipeline_chain(app: Celery, event_ids: EventIds | Sequence[str], start: str = "extract") -> Signature:
-    """The stage tasks from ``start`` to ``upsert`` for one event (an id) or a chunk of one agent's events (a list)."""
+    """The stage tasks from ``start`` to ``upsert`` for one event (an id) or a chunk of events (a list)."""
     ids = _as_list(event_ids)
     argument: EventIds = ids[0] if len(ids) == 1 else ids
     first = STAGES.index(start)
@@ -83,6 +87,42 @@ def enqueue_events(app: Celery, event_ids: Sequence[str], start: str = "extract"
         app.signature(
             "ingest.dispatch", args=(list(event_ids[offset : offset + DISPATCH_CHUNK]), start), immutable=True
         ).apply_async()
+
+
+def intake_for(app: Celery) -> IntakeQueue | None:
+    """The intake list of ``app``'s settings (one client per process), or None when coalescing is off."""
+    queue: IntakeQueue | None = getattr(app, "_arandu_intake", None)
+    if queue is None and not getattr(app, "_arandu_intake_checked", False):
+        queue = IntakeQueue.for_settings(app.arandu_settings)
+        app._arandu_intake = queue  # type: ignore[attr-defined]
+        app._arandu_intake_checked = True  # type: ignore[attr-defined]
+    return queue
+
+
+def collect_intake(app: Celery, *, wait: bool) -> int:
+    """Start one chain per chunk of the single messages waiting in the intake list; how many were taken.
+
+    With ``wait``, first let the list fill up to a chunk or for the configured longest wait.
+    """
+    queue = intake_for(app)
+    if queue is None:
+        return 0
+    context = get_write_context(app)
+    size = context.settings.pipeline_intake_chunk_size
+    if wait:
+        queue.wait_for(size, time.monotonic() + context.settings.pipeline_intake_wait_ms / 1000)
+    taken = 0
+    while True:
+        ids = queue.take(INTAKE_TAKE_LIMIT)
+        if not ids:
+            return taken
+        with context.sessions() as session:
+            chunks = plan_chunks(session, [uuid.UUID(event_id) for event_id in ids], size, mix_agents=True)
+        for chunk in chunks:
+            pipeline_chain(app, [str(event_id) for event_id in chunk]).apply_async()
+        taken += len(ids)
+        if len(ids) < INTAKE_TAKE_LIMIT:
+            return taken
 
 
 def _count_failure(context: WriteContext, stage: str, event_id: str, error: Exception) -> float | None:
@@ -165,7 +205,7 @@ def register_pipeline_tasks(app: Celery) -> None:
 
     @app.task(name="ingest.extract", bind=True, shared=False, max_retries=None)
     def extract(self: Task, event_id: EventIds) -> str:
-        """Stage 1: extraction (an event id, or a list of one agent's event ids)."""
+        """Stage 1: extraction (an event id, or a chunk's list of event ids)."""
         return _run_stage(self, "extract", event_id)
 
     @app.task(name="apply.resolve", bind=True, shared=False, max_retries=None)
@@ -193,11 +233,21 @@ def register_pipeline_tasks(app: Celery) -> None:
             pipeline_chain(self.app, [str(event_id) for event_id in chunk], start).apply_async()
         return len(chunks)
 
+    @app.task(name="ingest.collect", bind=True, shared=False, max_retries=None)
+    def collect(self: Task) -> int:
+        """Start the single messages the API queued for coalescing, in chunks (see :mod:`workers.intake`)."""
+        return collect_intake(self.app, wait=True)
+
     @app.task(name="apply.sweep_stuck_runs", bind=True, shared=False, max_retries=None)
     def sweep_stuck_runs(self: Task, limit: int = 1000) -> int:
         """Re-enqueue runs idle too long (lost enqueue, dead worker); fail those past the attempt cap."""
         context = get_write_context(self.app)
         settings = context.settings
+        try:
+            # Ids whose collector was lost (a broker hiccup right after the push) start now.
+            collect_intake(self.app, wait=False)
+        except Exception as error:
+            logger.warning("sweeper could not drain the intake list (%s: %s)", type(error).__name__, error)
         with context.sessions.begin() as session:
             stuck = claim_stuck_runs(session, settings.pipeline_stale_after_s, limit)
             for run in stuck:
