@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 
 from memory_core.db.engine import create_db_engine
@@ -45,6 +46,9 @@ def run_worker(settings: Settings, queue: str, name: str | None = None) -> None:
     from workers.celery_app import app
 
     _check_database(settings)
+    if settings.worker_nice:
+        # Raising one's own niceness needs no privilege (containers included).
+        os.nice(settings.worker_nice)
     app.worker_main(
         [
             "worker",

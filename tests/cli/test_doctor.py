@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 from typer.testing import CliRunner, Result
 
 from arandu_cli.exit_codes import ExitCode
@@ -73,8 +75,10 @@ def test_doctor_passes_on_a_healthy_stack_and_names_the_broker_when_it_stops(
         env = service_env(**values)
         settings = api_settings(migrated_database_url, redis.url, tmp_path / "home", flower_password=FLOWER_PASSWORD)
         with contextlib.ExitStack() as stack:
-            for queue in ("ingest", "apply", "maintenance"):
+            workers = [
                 stack.enter_context(_process(["workers", "worker", "--queue", queue], env, tmp_path / f"{queue}.log"))
+                for queue in ("ingest", "apply", "maintenance")
+            ]
             stack.enter_context(_process(["workers", "beat"], env, tmp_path / "beat.log"))
             stack.enter_context(_process(["workers", "flower"], env, tmp_path / "flower.log"))
             url = stack.enter_context(serve_api(settings))
@@ -97,6 +101,8 @@ def test_doctor_passes_on_a_healthy_stack_and_names_the_broker_when_it_stops(
                 "worker ingest", "worker apply", "worker maintenance", "beat", "flower", "api",
             }  # fmt: skip
             assert "ingest@" in checks["worker ingest"]["detail"]
+            # Workers give the API the CPU first (ARANDU_WORKER_NICE, 5 by default).
+            assert {psutil.Process(worker.pid).nice() - os.nice(0) for worker in workers} == {5}
             assert "apply.sweep_stuck_runs" in checks["beat"]["detail"]
             assert "login accepted" in checks["flower"]["detail"]
             human = _doctor(env, url)
