@@ -41,8 +41,8 @@ from memory_core.write.upsert import (
     apply_message,
     attribute_counts,
     lock_agent,
-    refresh_entity_counts,
-    register_attributes,
+    refresh_entity_counts_of_agents,
+    register_attributes_of_agents,
     try_lock_agents,
 )
 
@@ -440,10 +440,12 @@ def _apply_locked(
             completions, counters = _apply_runs(ctx, session, ready, outcomes, guarded=False)
     except Exception:
         completions, counters = _apply_runs(ctx, session, ready, outcomes, guarded=True)
-    # Sums over the chunk's messages, written once (the same totals as message by message).
-    for agent_id, total in sorted(counters.items()):
-        register_attributes(session, agent_id, total.attributes)
-        refresh_entity_counts(session, agent_id, total.entities, total.closed_facts)
+    # Sums over the chunk's messages, written once for all its agents (the same totals as
+    # message by message).
+    register_attributes_of_agents(session, {agent_id: total.attributes for agent_id, total in counters.items()})
+    refresh_entity_counts_of_agents(
+        session, {agent_id: (total.entities, total.closed_facts) for agent_id, total in counters.items()}
+    )
     advanced = complete_stages(session, "upsert", completions, new_status="done")
     if advanced != {item.event_id for item in completions}:
         # Impossible while the run rows are locked; if it happens, write nothing at all.

@@ -16,7 +16,7 @@ the newest, so the final state does not depend on the order messages are process
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
@@ -641,22 +641,39 @@ def attribute_counts(decisions: Sequence[FactDecision], config: MemoryConfig) ->
 
 def register_attributes(session: Session, agent_id: str, counts: dict[str, tuple[int, str]]) -> None:
     """Add ``counts`` to the agent's attribute registry (a key first seen gets the status given)."""
-    if not counts:
+    register_attributes_of_agents(session, {agent_id: counts})
+
+
+def register_attributes_of_agents(session: Session, counts_by_agent: Mapping[str, dict[str, tuple[int, str]]]) -> None:
+    """:func:`register_attributes` for several agents in one statement (a chunk of many agents' messages)."""
+    # One row per (agent, stored key): two long keys cut to the same 64 characters add up
+    # (an INSERT ... ON CONFLICT may not update one row twice).
+    merged: dict[tuple[str, str], tuple[str, int]] = {}
+    for agent_id, counts in counts_by_agent.items():
+        for key, (count, status) in counts.items():
+            first_status, so_far = merged.get((agent_id, key[:64]), (status, 0))
+            merged[(agent_id, key[:64])] = (first_status, so_far + count)
+    if not merged:
         return
+    ordered = sorted(merged.items())
     session.execute(
         sql(
             """
             INSERT INTO memory_attribute_registry (agent_id, key, status, seen_count, proposed_by)
-            VALUES (:agent, :key, :status, :count, 'llm')
+            SELECT agent_id, key, status, seen_count, 'llm'
+            FROM unnest(CAST(:agents AS text[]), CAST(:keys AS text[]), CAST(:statuses AS text[]),
+                        CAST(:seen AS integer[])) AS x(agent_id, key, status, seen_count)
             ON CONFLICT (agent_id, key) DO UPDATE SET
                 seen_count = memory_attribute_registry.seen_count + EXCLUDED.seen_count,
                 last_seen_at = now(), updated_at = now()
             """
         ),
-        [
-            {"agent": agent_id, "key": key[:64], "status": status, "count": count}
-            for key, (count, status) in sorted(counts.items())
-        ],
+        {
+            "agents": [agent_id for (agent_id, _), _ in ordered],
+            "keys": [key for (_, key), _ in ordered],
+            "statuses": [status for _, (status, _) in ordered],
+            "seen": [count for _, (_, count) in ordered],
+        },
     )
 
 
@@ -668,26 +685,40 @@ def refresh_entity_counts(
     A fact that stops being active changes the count of every entity it names, not only of
     the entities the closing message names ("I moved to Porto" lowers Lisbon's count).
     """
-    closed = sorted(str(fact_id) for fact_id in closed_facts or ())
-    if not keys and not closed:
+    refresh_entity_counts_of_agents(session, {agent_id: (keys, closed_facts or set())})
+
+
+def refresh_entity_counts_of_agents(session: Session, changes: Mapping[str, tuple[set[str], set[uuid.UUID]]]) -> None:
+    """:func:`refresh_entity_counts` for several agents (entity keys, closed facts) in one statement."""
+    pairs = sorted((agent_id, key) for agent_id, (keys, _) in changes.items() for key in keys)
+    closed = sorted((agent_id, str(fact_id)) for agent_id, (_, facts) in changes.items() for fact_id in facts)
+    if not pairs and not closed:
         return
     session.execute(
         sql(
             """
+            WITH targets AS (
+                SELECT agent_id, entity_key
+                FROM unnest(CAST(:agents AS text[]), CAST(:keys AS text[])) AS t(agent_id, entity_key)
+                UNION
+                SELECT l.agent_id, l.entity_key
+                FROM unnest(CAST(:closed_agents AS text[]), CAST(:closed_facts AS uuid[])) AS c(agent_id, fact_id)
+                JOIN memory_fact_entity_links l ON l.agent_id = c.agent_id AND l.fact_id = c.fact_id
+            )
             UPDATE memory_entities e SET fact_count = (
                 SELECT count(*) FROM memory_fact_entity_links l JOIN memory_facts f ON f.id = l.fact_id
                 WHERE l.agent_id = e.agent_id AND l.entity_key = e.canonical_key AND f.valid_to IS NULL
             )
-            WHERE e.agent_id = :agent AND (
-                e.canonical_key = ANY(:keys)
-                OR e.canonical_key IN (
-                    SELECT entity_key FROM memory_fact_entity_links
-                    WHERE agent_id = :agent AND fact_id = ANY(CAST(:closed AS uuid[]))
-                )
-            )
+            FROM targets t
+            WHERE e.agent_id = t.agent_id AND e.canonical_key = t.entity_key
             """
         ),
-        {"agent": agent_id, "keys": sorted(keys), "closed": closed},
+        {
+            "agents": [agent_id for agent_id, _ in pairs],
+            "keys": [key for _, key in pairs],
+            "closed_agents": [agent_id for agent_id, _ in closed],
+            "closed_facts": [fact_id for _, fact_id in closed],
+        },
     )
 
 

@@ -82,6 +82,16 @@ def test_single_messages_of_several_agents_are_processed_in_shared_chunks(write_
             # The last move wins, each agent's history is its own.
             assert active == [f"Rafael mora em {CITIES[(number + 2) % len(CITIES)]}."], agent
             assert len(residence) == 3
+            # Counters summed over the multi-agent chunk land on each agent's own rows.
+            counts = {key: entity["fact_count"] for key, entity in memory.entities(agent).items()}
+            places = {f"place:{CITIES[(number + step) % len(CITIES)].lower().replace(' ', '_')}" for step in range(3)}
+            current = f"place:{CITIES[(number + 2) % len(CITIES)].lower().replace(' ', '_')}"
+            assert {key: counts[key] for key in places} == {key: int(key == current) for key in places}
+            registry = memory.rows(
+                "SELECT seen_count FROM memory_attribute_registry WHERE agent_id = :a AND key = 'location.residence'",
+                a=agent,
+            )
+            assert [row["seen_count"] for row in registry] == [3]
             response = client.get(f"/v1/events/{sent[8 + number]}")
             assert response.json()["result"]["facts_updated"], response.json()
     memory.close()
