@@ -55,6 +55,9 @@ class ApiState:
     settings: Settings
     engine: Engine
     sessions: sessionmaker[Session]
+    # Sessions whose every statement commits on its own: for a request that writes in one
+    # statement, it saves the BEGIN and COMMIT round trips.
+    statement_sessions: sessionmaker[Session]
     celery: Celery
     overrides: OverrideChecker
     api_keys: tuple[bytes, ...]
@@ -162,6 +165,7 @@ def build_state(settings: Settings) -> ApiState:
         settings=settings,
         engine=engine,
         sessions=create_session_factory(engine),
+        statement_sessions=create_session_factory(engine.execution_options(isolation_level="AUTOCOMMIT")),
         celery=celery,
         overrides=OverrideChecker(MemoryConfig(embedding_dimensions=settings.dimensions)),
         api_keys=encode_keys(settings.api_keys),

@@ -72,7 +72,11 @@ def accept_messages(
     *,
     import_id: uuid.UUID | None = None,
 ) -> list[AcceptedMessage]:
-    """Insert events and runs for ``messages`` (in the caller's transaction), in input order."""
+    """Insert events and runs for ``messages`` (in the caller's transaction), in input order.
+
+    The events and runs are inserted by one statement, so a session in autocommit mode gets
+    the same all-or-nothing insert without a transaction around it.
+    """
     now = datetime.now(UTC)
     planned: list[tuple[uuid.UUID, IncomingMessage]] = [(uuid.uuid4(), message) for message in messages]
     inserted: set[uuid.UUID] = set()
