@@ -41,9 +41,13 @@ class IntakeQueue:
         self.pending_key = f"{key_prefix}arandu:intake:collector"
 
     @classmethod
-    def for_settings(cls, settings: Settings) -> IntakeQueue | None:
-        """The queue on the configured broker; ``None`` when coalescing is off or the broker is not Redis."""
-        if settings.pipeline_intake_wait_ms <= 0 or not is_redis_url(settings.broker_url):
+    def for_settings(cls, settings: Settings, *, producer: bool = True) -> IntakeQueue | None:
+        """The queue on the configured broker; ``None`` when the broker is not Redis.
+
+        A producer (the API) also gets ``None`` when coalescing is off; a consumer (a worker)
+        still drains what an API configured otherwise may have queued.
+        """
+        if not is_redis_url(settings.broker_url) or (producer and settings.pipeline_intake_wait_ms <= 0):
             return None
         return cls(redis_client_for(settings.broker_url), settings.broker_key_prefix or "")
 

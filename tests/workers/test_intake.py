@@ -174,6 +174,10 @@ def test_the_sweeper_starts_messages_whose_collector_was_lost(write_settings: Se
 
 def test_coalescing_is_off_without_a_wait_or_without_redis(write_settings: Settings) -> None:
     assert IntakeQueue.for_settings(write_settings) is not None
-    assert IntakeQueue.for_settings(write_settings.model_copy(update={"pipeline_intake_wait_ms": 0})) is None
+    no_wait = write_settings.model_copy(update={"pipeline_intake_wait_ms": 0})
+    assert IntakeQueue.for_settings(no_wait) is None
+    # Workers configured without a wait still drain what an API with one queued.
+    assert IntakeQueue.for_settings(no_wait, producer=False) is not None
     rabbit = write_settings.model_copy(update={"broker_url": "amqp://guest:guest@127.0.0.1:5672//"})
     assert IntakeQueue.for_settings(rabbit) is None
+    assert IntakeQueue.for_settings(rabbit, producer=False) is None

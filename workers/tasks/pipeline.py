@@ -90,10 +90,10 @@ def enqueue_events(app: Celery, event_ids: Sequence[str], start: str = "extract"
 
 
 def intake_for(app: Celery) -> IntakeQueue | None:
-    """The intake list of ``app``'s settings (one client per process), or None when coalescing is off."""
+    """The intake list of ``app``'s settings (one client per process), or None when the broker is not Redis."""
     queue: IntakeQueue | None = getattr(app, "_arandu_intake", None)
     if queue is None and not getattr(app, "_arandu_intake_checked", False):
-        queue = IntakeQueue.for_settings(app.arandu_settings)
+        queue = IntakeQueue.for_settings(app.arandu_settings, producer=False)
         app._arandu_intake = queue  # type: ignore[attr-defined]
         app._arandu_intake_checked = True  # type: ignore[attr-defined]
     return queue
@@ -109,7 +109,7 @@ def collect_intake(app: Celery, *, wait: bool) -> int:
         return 0
     context = get_write_context(app)
     size = context.settings.pipeline_intake_chunk_size
-    if wait:
+    if wait and context.settings.pipeline_intake_wait_ms > 0:
         queue.wait_for(size, time.monotonic() + context.settings.pipeline_intake_wait_ms / 1000)
     taken = 0
     while True:
