@@ -42,9 +42,9 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 
-from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from memory_core.db.statements import compact_sql
 from memory_core.read.agent_index import database_key
 from memory_core.read.conversations import term_queries
 from memory_core.read.entities import TimeWindow, fact_validity_sql, window_params
@@ -154,7 +154,7 @@ def document_frequencies(
     validity = fact_validity_sql("f", window)
     params = {"agent": agent_id, "term_queries": list(queries), **window_params(window)}
     if 0 < agent_facts <= SCAN_MAX_FACTS:
-        rows = session.execute(text(_SCAN_DF_SQL.format(validity=validity)), params).all()
+        rows = session.execute(compact_sql(_SCAN_DF_SQL.format(validity=validity)), params).all()
         counts = {int(row.ord): int(row.df) for row in rows}
         return counts.get(0, 0), [counts.get(position, 0) for position in range(1, len(queries) + 1)]
     total = agent_counts.get(session, agent_id, window)
@@ -176,7 +176,7 @@ def document_frequencies(
     missing = [query for query, value in zip(queries, frequencies, strict=True) if value is None]
     if missing:
         rows = session.execute(
-            text(_INDEX_DF_SQL.format(validity=validity)), {**params, "term_queries": missing, "cap": DF_CAP}
+            compact_sql(_INDEX_DF_SQL.format(validity=validity)), {**params, "term_queries": missing, "cap": DF_CAP}
         ).all()
         counted = {missing[int(row.ord) - 1]: int(row.df) for row in rows}
         for query, value in counted.items():

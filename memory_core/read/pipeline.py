@@ -551,6 +551,10 @@ def retrieve(
     try:
         with ctx.sessions() as session:
             outcome = _read(run, session, vector)
+            # End the read-only transaction with COMMIT: a ROLLBACK (what the pool would send
+            # when the session closes) makes psycopg discard the connection's prepared
+            # statements and its execution counts, so no read statement was ever prepared.
+            session.commit()
     except Exception as error:  # fail-safe: the seeds return an empty result rather than crash
         run.degrade("retrieval", error, "no facts could be retrieved")
         outcome = _ReadOutcome(query_context=outcome.query_context)

@@ -39,10 +39,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
 from memory_core.config import MemoryConfig
+from memory_core.db.statements import compact_sql
+from memory_core.db.statements import sql as sql_text
 from memory_core.read.agent_index import agent_indexes, agent_literal, database_key
 from memory_core.read.entities import TimeWindow, fact_validity_sql, window_params
 from memory_core.read.planner import fold_words
@@ -144,7 +146,7 @@ class _AgentCounts:
         sql = _COUNT_ACTIVE_SQL if window is None else _COUNT_ALL_SQL
         count = int(
             session.execute(
-                text(sql),
+                sql_text(sql),
                 {"agent": agent_id},
             ).scalar_one()
         )
@@ -619,7 +621,7 @@ def _exact_semantic_rows(session: Session, request: SignalRequest) -> list[Any]:
         filter_keys=request.filter_keys,
     )
     sql, params = _statement(exact_only, "exact")
-    return list(session.execute(text(sql), params).all())
+    return list(session.execute(compact_sql(sql), params).all())
 
 
 def run_signals(session: Session, request: SignalRequest) -> SignalResult:
@@ -634,16 +636,16 @@ def run_signals(session: Session, request: SignalRequest) -> SignalResult:
         if strategy == "hnsw":
             ef_search = min(_HNSW_EF_SEARCH_MAX, max(HNSW_EF_SEARCH, wanted * HNSW_OVERFETCH))
             # SET LOCAL: the raised ef_search ends with this read transaction.
-            session.execute(text(f"SET LOCAL hnsw.ef_search = {int(ef_search)}"))
+            session.execute(sql_text(f"SET LOCAL hnsw.ef_search = {int(ef_search)}"))
         elif strategy == "agent_index":
             ef_search = min(_HNSW_EF_SEARCH_MAX, max(AGENT_INDEX_EF_SEARCH, wanted * AGENT_INDEX_OVERFETCH))
-            session.execute(text(f"SET LOCAL hnsw.ef_search = {int(ef_search)}"))
+            session.execute(sql_text(f"SET LOCAL hnsw.ef_search = {int(ef_search)}"))
         result.vector_strategy = strategy
     if request.keywords and request.search_keywords is None:
         indexed = strategy == "agent_index"
         request.search_keywords, result.keywords_dropped = choose_search_keywords(session, request, indexed)
     sql, params = _statement(request, strategy)
-    rows = list(session.execute(text(sql), params).all()) if sql else []
+    rows = list(session.execute(compact_sql(sql), params).all()) if sql else []
     if strategy in {"hnsw", "agent_index"} and sum(1 for row in rows if row.in_sem) < params["sem_limit"]:
         # The filtered ANN scan came back short (the symptom of pgvector 0.6's post-filtering):
         # redo the semantic part exactly and let it decide which facts are semantic candidates.
