@@ -362,7 +362,8 @@ broad AS (
     LIMIT :broad_limit
 )"""
 
-# The columns a Candidate is built from (``f`` = memory_facts, ``ev`` = its source event).
+# The columns a Candidate is built from (``f`` = memory_facts, ``ev`` = its source event), first
+# in every statement base_candidate() reads, in this order (it reads them by position).
 FACT_COLUMNS = """f.id, f.entity_key, f.entity_name, f.entity_type, f.attribute_key, f.fact_text, f.speaker,
        f.confidence, f.importance, f.valid_from, f.valid_to, f.created_at, f.reinforcement_count,
        f.last_confirmed_at, f.times_retrieved, f.last_retrieved_at, f.user_correction_count,
@@ -553,30 +554,61 @@ def _statement(request: SignalRequest, strategy: VectorStrategy | None) -> tuple
     return sql, params
 
 
+# base_candidate() reads a row's first columns by position, in this order (FACT_COLUMNS's).
+_FACT_COLUMN_COUNT = 21
+
+
 def base_candidate(row: Any) -> Candidate:
-    """A candidate with no signal yet, from a row selecting :data:`FACT_COLUMNS`."""
+    """A candidate with no signal yet, from a row whose first columns are :data:`FACT_COLUMNS`.
+
+    The columns are read by position: a row attribute lookup costs ~0.5 µs, and with 21 of them
+    for each of the ~100-300 rows a retrieve reads, by name was a fifth of its Python CPU.
+    """
+    (
+        fact_id,
+        entity_key,
+        entity_name,
+        entity_type,
+        attribute_key,
+        fact_text,
+        speaker,
+        confidence,
+        importance,
+        valid_from,
+        valid_to,
+        created_at,
+        reinforcement_count,
+        last_confirmed_at,
+        times_retrieved,
+        last_retrieved_at,
+        user_correction_count,
+        cluster_id,
+        source_event_id,
+        message_id,
+        entity_importance,
+    ) = row[:_FACT_COLUMN_COUNT]
     return Candidate(
-        fact_id=str(row.id),
-        entity_key=str(row.entity_key),
-        fact_text=str(row.fact_text),
-        valid_from=row.valid_from,
-        entity_name=row.entity_name,
-        entity_type=row.entity_type,
-        attribute_key=row.attribute_key,
-        speaker=row.speaker,
-        confidence=float(row.confidence),
-        importance=float(row.importance),
-        valid_to=row.valid_to,
-        created_at=row.created_at,
-        reinforcement_count=int(row.reinforcement_count or 0),
-        last_confirmed_at=row.last_confirmed_at,
-        times_retrieved=int(row.times_retrieved or 0),
-        last_retrieved_at=row.last_retrieved_at,
-        user_correction_count=int(row.user_correction_count or 0),
-        entity_importance=float(row.entity_importance) if row.entity_importance is not None else None,
-        cluster_id=str(row.cluster_id) if row.cluster_id is not None else None,
-        source_event_id=str(row.source_event_id) if row.source_event_id is not None else None,
-        message_id=row.message_id,
+        fact_id=str(fact_id),
+        entity_key=str(entity_key),
+        fact_text=str(fact_text),
+        valid_from=valid_from,
+        entity_name=entity_name,
+        entity_type=entity_type,
+        attribute_key=attribute_key,
+        speaker=speaker,
+        confidence=float(confidence),
+        importance=float(importance),
+        valid_to=valid_to,
+        created_at=created_at,
+        reinforcement_count=int(reinforcement_count or 0),
+        last_confirmed_at=last_confirmed_at,
+        times_retrieved=int(times_retrieved or 0),
+        last_retrieved_at=last_retrieved_at,
+        user_correction_count=int(user_correction_count or 0),
+        entity_importance=float(entity_importance) if entity_importance is not None else None,
+        cluster_id=str(cluster_id) if cluster_id is not None else None,
+        source_event_id=str(source_event_id) if source_event_id is not None else None,
+        message_id=message_id,
     )
 
 

@@ -164,7 +164,7 @@ cluster_hits AS (
     ) x
 ),
 hits AS (SELECT * FROM entity_hits UNION ALL SELECT * FROM cluster_hits)
-SELECT h.level, h.via, h.origin, h.via_facts, {fact_columns}, {similarity} AS similarity,
+SELECT {fact_columns}, h.level, h.via, h.origin, h.via_facts, {similarity} AS similarity,
        EXISTS (
            SELECT 1 FROM memory_meta_observations m
            WHERE m.agent_id = :agent AND m.is_active AND jsonb_exists(m.supporting_fact_ids, CAST(f.id AS text))
