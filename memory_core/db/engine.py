@@ -11,8 +11,8 @@ from memory_core.settings import Settings
 # psycopg caches its conversion of a statement's placeholders to ``$n`` (an LRU of 128 texts)
 # only for texts up to 4,096 characters; a longer one is re-parsed by a regular expression on
 # every execution. The read path's signal statement is ~6,000 characters (its CTEs are
-# generated per graph level), a few percent of a retrieve's Python CPU when re-parsed. Its
-# texts are few (one per statement shape), so caching them costs a few hundred kB at most.
+# generated per graph level), a few percent of a retrieve's Python CPU when re-parsed. The
+# cache still holds at most 128 texts, so a longer limit costs at most ~2 MB per process.
 _CACHED_STATEMENT_LENGTH = 16_384
 if getattr(psycopg._queries, "MAX_CACHED_STATEMENT_LENGTH", _CACHED_STATEMENT_LENGTH) < _CACHED_STATEMENT_LENGTH:
     psycopg._queries.MAX_CACHED_STATEMENT_LENGTH = _CACHED_STATEMENT_LENGTH
