@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import psycopg._queries
 from sqlalchemy import Engine, create_engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from memory_core.settings import Settings
+
+# psycopg caches its conversion of a statement's placeholders to ``$n`` (an LRU of 128 texts)
+# only for texts up to 4,096 characters; a longer one is re-parsed by a regular expression on
+# every execution. The read path's signal statement is ~6,000 characters (its CTEs are
+# generated per graph level), a few percent of a retrieve's Python CPU when re-parsed. The
+# cache still holds at most 128 texts, so a longer limit costs at most ~2 MB per process.
+_CACHED_STATEMENT_LENGTH = 16_384
+if getattr(psycopg._queries, "MAX_CACHED_STATEMENT_LENGTH", _CACHED_STATEMENT_LENGTH) < _CACHED_STATEMENT_LENGTH:
+    psycopg._queries.MAX_CACHED_STATEMENT_LENGTH = _CACHED_STATEMENT_LENGTH
 
 
 def create_db_engine(settings: Settings, *, pool_size: int | None = None, pre_ping: bool = True) -> Engine:

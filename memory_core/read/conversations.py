@@ -53,10 +53,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from memory_core.config import MemoryConfig
+from memory_core.db.statements import compact_sql
 from memory_core.read.entities import TimeWindow
 from memory_core.read.planner import fold_words
 from memory_core.read.rank import KEYWORD_BLEND, RankedFact, recency_score, relevance
@@ -225,7 +225,7 @@ def relevant_conversations(
         reply_columns=_REPLY_COLUMNS if replies else "",
         reply_join=_REPLY_JOIN.format(reply_window=reply_window_sql) if replies else "",
     )
-    rows = session.execute(text(sql), params).all()
+    rows = session.execute(compact_sql(sql), params).all()
     half_life = float(config.recency_half_life_days)
     weights = config.score_weights
     scored: list[tuple[float, Any]] = []

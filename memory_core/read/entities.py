@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from memory_core.db.statements import compact_sql
 from memory_core.read.planner import fold_words
 from memory_core.write.naming import normalize_alias, slugify
 
@@ -402,7 +402,7 @@ def resolve_query_context(
     requested = [key for key in dict.fromkeys(k.strip() for k in entity_keys or []) if key]
     forms = [_filter_forms(key) for key in requested]
     rows = session.execute(
-        text(_RESOLVE_SQL.format(validity=fact_validity_sql("f", window))),
+        compact_sql(_RESOLVE_SQL.format(validity=fact_validity_sql("f", window))),
         {
             "agent": agent_id,
             "grams": gram_texts,
@@ -512,7 +512,7 @@ def expand_query(
     if not keys:
         return ExpandedQuery()
     rows = session.execute(
-        text(_EXPAND_SQL.format(validity=fact_validity_sql("r", window))),
+        compact_sql(_EXPAND_SQL.format(validity=fact_validity_sql("r", window))),
         {"agent": agent_id, "keys": keys, "limit": limit, **window_params(window)},
     ).all()
     seeds = set(keys)

@@ -33,9 +33,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from memory_core.db.statements import sql
 from memory_core.read.signals import GraphNode
 
 __all__ = ["MIN_SPECIFICITY", "entity_fact_counts", "specificity", "weigh_graph_nodes"]
@@ -56,7 +56,7 @@ def entity_fact_counts(session: Session, agent_id: str, keys: Sequence[str]) -> 
     if not keys:
         return {}
     rows = session.execute(
-        text(
+        sql(
             "SELECT canonical_key, fact_count FROM memory_entities "
             "WHERE agent_id = :agent AND canonical_key = ANY(CAST(:keys AS text[]))"
         ),

@@ -42,9 +42,9 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 
-from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from memory_core.db.statements import compact_sql
 from memory_core.read.agent_index import database_key
 from memory_core.read.conversations import term_queries
 from memory_core.read.entities import TimeWindow, fact_validity_sql, window_params
@@ -154,7 +154,7 @@ def document_frequencies(
     validity = fact_validity_sql("f", window)
     params = {"agent": agent_id, "term_queries": list(queries), **window_params(window)}
     if 0 < agent_facts <= SCAN_MAX_FACTS:
-        rows = session.execute(text(_SCAN_DF_SQL.format(validity=validity)), params).all()
+        rows = session.execute(compact_sql(_SCAN_DF_SQL.format(validity=validity)), params).all()
         counts = {int(row.ord): int(row.df) for row in rows}
         return counts.get(0, 0), [counts.get(position, 0) for position in range(1, len(queries) + 1)]
     total = agent_counts.get(session, agent_id, window)
@@ -176,7 +176,7 @@ def document_frequencies(
     missing = [query for query, value in zip(queries, frequencies, strict=True) if value is None]
     if missing:
         rows = session.execute(
-            text(_INDEX_DF_SQL.format(validity=validity)), {**params, "term_queries": missing, "cap": DF_CAP}
+            compact_sql(_INDEX_DF_SQL.format(validity=validity)), {**params, "term_queries": missing, "cap": DF_CAP}
         ).all()
         counted = {missing[int(row.ord) - 1]: int(row.df) for row in rows}
         for query, value in counted.items():
@@ -205,16 +205,24 @@ def keyword_weights(
     return [bm25_idf(total, count) for count in counts]
 
 
-def matched_keywords(fact_text: str, keywords: Sequence[str]) -> list[bool]:
-    """Which keywords ``fact_text`` contains (as written or accent-folded), as the keyword SQL's ILIKE decides."""
-    lowered = fact_text.casefold()
-    folded = " ".join(fold_words(fact_text))
-    matches: list[bool] = []
+def _keyword_forms(keywords: Sequence[str]) -> list[tuple[str, str]]:
+    """Each keyword as written (case-folded) and accent-folded, the two forms a fact may contain."""
+    forms: list[tuple[str, str]] = []
     for word in keywords:
         plain = word.casefold()
-        folded_word = "".join(fold_words(word)) or plain
-        matches.append(plain in lowered or folded_word in lowered or folded_word in folded)
-    return matches
+        forms.append((plain, "".join(fold_words(word)) or plain))
+    return forms
+
+
+def _matches(fact_text: str, forms: Sequence[tuple[str, str]]) -> list[bool]:
+    lowered = fact_text.casefold()
+    folded = " ".join(fold_words(fact_text))
+    return [plain in lowered or folded_word in lowered or folded_word in folded for plain, folded_word in forms]
+
+
+def matched_keywords(fact_text: str, keywords: Sequence[str]) -> list[bool]:
+    """Which keywords ``fact_text`` contains (as written or accent-folded), as the keyword SQL's ILIKE decides."""
+    return _matches(fact_text, _keyword_forms(keywords))
 
 
 def reweigh_keywords(
@@ -226,10 +234,11 @@ def reweigh_keywords(
     """Set each candidate's keyword signal to the idf-weighted share of the keywords it contains."""
     total = sum(weights)
     prefixes = [pattern.removesuffix("%") for pattern in entity_patterns]
+    forms = _keyword_forms(keywords)
     for candidate in candidates:
         if not keywords or total <= 0.0:
             continue
-        matches = matched_keywords(candidate.fact_text, keywords)
+        matches = _matches(candidate.fact_text, forms)
         score = sum(weight for weight, hit in zip(weights, matches, strict=True) if hit) / total
         if prefixes and any(candidate.entity_key.startswith(prefix) for prefix in prefixes):
             score = max(score, AGGREGATION_KEYWORD_SCORE)

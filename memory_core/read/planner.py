@@ -42,6 +42,10 @@ _WORD = re.compile(r"[^\W_]+")
 
 def fold_words(text: str) -> list[str]:
     """Lower-cased, accent-free words of ``text`` (letters and digits only: never ``%`` or ``_``)."""
+    if text.isascii():
+        # NFKD leaves ASCII unchanged and it has no combining marks: skip the per-character pass
+        # (ranking folds every candidate's text; most are ASCII).
+        return _WORD.findall(text.casefold())
     decomposed = unicodedata.normalize("NFKD", text)
     folded = "".join(ch for ch in decomposed if not unicodedata.combining(ch)).casefold()
     return _WORD.findall(folded)

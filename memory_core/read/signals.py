@@ -39,10 +39,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
 from memory_core.config import MemoryConfig
+from memory_core.db.statements import compact_sql
+from memory_core.db.statements import sql as sql_text
 from memory_core.read.agent_index import agent_indexes, agent_literal, database_key
 from memory_core.read.entities import TimeWindow, fact_validity_sql, window_params
 from memory_core.read.planner import fold_words
@@ -144,7 +146,7 @@ class _AgentCounts:
         sql = _COUNT_ACTIVE_SQL if window is None else _COUNT_ALL_SQL
         count = int(
             session.execute(
-                text(sql),
+                sql_text(sql),
                 {"agent": agent_id},
             ).scalar_one()
         )
@@ -360,7 +362,8 @@ broad AS (
     LIMIT :broad_limit
 )"""
 
-# The columns a Candidate is built from (``f`` = memory_facts, ``ev`` = its source event).
+# The columns a Candidate is built from (``f`` = memory_facts, ``ev`` = its source event), first
+# in every statement base_candidate() reads, in this order (it reads them by position).
 FACT_COLUMNS = """f.id, f.entity_key, f.entity_name, f.entity_type, f.attribute_key, f.fact_text, f.speaker,
        f.confidence, f.importance, f.valid_from, f.valid_to, f.created_at, f.reinforcement_count,
        f.last_confirmed_at, f.times_retrieved, f.last_retrieved_at, f.user_correction_count,
@@ -551,30 +554,61 @@ def _statement(request: SignalRequest, strategy: VectorStrategy | None) -> tuple
     return sql, params
 
 
+# base_candidate() reads a row's first columns by position, in this order (FACT_COLUMNS's).
+_FACT_COLUMN_COUNT = 21
+
+
 def base_candidate(row: Any) -> Candidate:
-    """A candidate with no signal yet, from a row selecting :data:`FACT_COLUMNS`."""
+    """A candidate with no signal yet, from a row whose first columns are :data:`FACT_COLUMNS`.
+
+    The columns are read by position: a row attribute lookup costs ~0.5 µs, and with 21 of them
+    for each of the ~100-300 rows a retrieve reads, by name was a fifth of its Python CPU.
+    """
+    (
+        fact_id,
+        entity_key,
+        entity_name,
+        entity_type,
+        attribute_key,
+        fact_text,
+        speaker,
+        confidence,
+        importance,
+        valid_from,
+        valid_to,
+        created_at,
+        reinforcement_count,
+        last_confirmed_at,
+        times_retrieved,
+        last_retrieved_at,
+        user_correction_count,
+        cluster_id,
+        source_event_id,
+        message_id,
+        entity_importance,
+    ) = row[:_FACT_COLUMN_COUNT]
     return Candidate(
-        fact_id=str(row.id),
-        entity_key=str(row.entity_key),
-        fact_text=str(row.fact_text),
-        valid_from=row.valid_from,
-        entity_name=row.entity_name,
-        entity_type=row.entity_type,
-        attribute_key=row.attribute_key,
-        speaker=row.speaker,
-        confidence=float(row.confidence),
-        importance=float(row.importance),
-        valid_to=row.valid_to,
-        created_at=row.created_at,
-        reinforcement_count=int(row.reinforcement_count or 0),
-        last_confirmed_at=row.last_confirmed_at,
-        times_retrieved=int(row.times_retrieved or 0),
-        last_retrieved_at=row.last_retrieved_at,
-        user_correction_count=int(row.user_correction_count or 0),
-        entity_importance=float(row.entity_importance) if row.entity_importance is not None else None,
-        cluster_id=str(row.cluster_id) if row.cluster_id is not None else None,
-        source_event_id=str(row.source_event_id) if row.source_event_id is not None else None,
-        message_id=row.message_id,
+        fact_id=str(fact_id),
+        entity_key=str(entity_key),
+        fact_text=str(fact_text),
+        valid_from=valid_from,
+        entity_name=entity_name,
+        entity_type=entity_type,
+        attribute_key=attribute_key,
+        speaker=speaker,
+        confidence=float(confidence),
+        importance=float(importance),
+        valid_to=valid_to,
+        created_at=created_at,
+        reinforcement_count=int(reinforcement_count or 0),
+        last_confirmed_at=last_confirmed_at,
+        times_retrieved=int(times_retrieved or 0),
+        last_retrieved_at=last_retrieved_at,
+        user_correction_count=int(user_correction_count or 0),
+        entity_importance=float(entity_importance) if entity_importance is not None else None,
+        cluster_id=str(cluster_id) if cluster_id is not None else None,
+        source_event_id=str(source_event_id) if source_event_id is not None else None,
+        message_id=message_id,
     )
 
 
@@ -619,7 +653,7 @@ def _exact_semantic_rows(session: Session, request: SignalRequest) -> list[Any]:
         filter_keys=request.filter_keys,
     )
     sql, params = _statement(exact_only, "exact")
-    return list(session.execute(text(sql), params).all())
+    return list(session.execute(compact_sql(sql), params).all())
 
 
 def run_signals(session: Session, request: SignalRequest) -> SignalResult:
@@ -634,16 +668,16 @@ def run_signals(session: Session, request: SignalRequest) -> SignalResult:
         if strategy == "hnsw":
             ef_search = min(_HNSW_EF_SEARCH_MAX, max(HNSW_EF_SEARCH, wanted * HNSW_OVERFETCH))
             # SET LOCAL: the raised ef_search ends with this read transaction.
-            session.execute(text(f"SET LOCAL hnsw.ef_search = {int(ef_search)}"))
+            session.execute(sql_text(f"SET LOCAL hnsw.ef_search = {int(ef_search)}"))
         elif strategy == "agent_index":
             ef_search = min(_HNSW_EF_SEARCH_MAX, max(AGENT_INDEX_EF_SEARCH, wanted * AGENT_INDEX_OVERFETCH))
-            session.execute(text(f"SET LOCAL hnsw.ef_search = {int(ef_search)}"))
+            session.execute(sql_text(f"SET LOCAL hnsw.ef_search = {int(ef_search)}"))
         result.vector_strategy = strategy
     if request.keywords and request.search_keywords is None:
         indexed = strategy == "agent_index"
         request.search_keywords, result.keywords_dropped = choose_search_keywords(session, request, indexed)
     sql, params = _statement(request, strategy)
-    rows = list(session.execute(text(sql), params).all()) if sql else []
+    rows = list(session.execute(compact_sql(sql), params).all()) if sql else []
     if strategy in {"hnsw", "agent_index"} and sum(1 for row in rows if row.in_sem) < params["sem_limit"]:
         # The filtered ANN scan came back short (the symptom of pgvector 0.6's post-filtering):
         # redo the semantic part exactly and let it decide which facts are semantic candidates.

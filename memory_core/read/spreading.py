@@ -32,10 +32,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from memory_core.config import MemoryConfig
+from memory_core.db.statements import compact_sql
 from memory_core.read.compress import ClusterInfo, ContextPattern
 from memory_core.read.entities import TimeWindow, fact_validity_sql, window_params
 from memory_core.read.focus import MIN_SPECIFICITY, specificity
@@ -164,7 +164,7 @@ cluster_hits AS (
     ) x
 ),
 hits AS (SELECT * FROM entity_hits UNION ALL SELECT * FROM cluster_hits)
-SELECT h.level, h.via, h.origin, h.via_facts, {fact_columns}, {similarity} AS similarity,
+SELECT {fact_columns}, h.level, h.via, h.origin, h.via_facts, {similarity} AS similarity,
        EXISTS (
            SELECT 1 FROM memory_meta_observations m
            WHERE m.agent_id = :agent AND m.is_active AND jsonb_exists(m.supporting_fact_ids, CAST(f.id AS text))
@@ -271,7 +271,7 @@ def spread_activation(
             similarity=similarity,
         ).strip()
     )
-    rows = session.execute(text(sql), params).all()
+    rows = session.execute(compact_sql(sql), params).all()
     result.returned = len(rows)
 
     groups: dict[tuple[int, str], list[tuple[Candidate, bool]]] = {}
@@ -376,7 +376,7 @@ def context_extras(
         params["min_similarity"] = config.min_similarity
         similarity = "1 - (m.embedding_vec <=> CAST(:vec AS vector))"
         similar = "(m.embedding_vec IS NOT NULL AND 1 - (m.embedding_vec <=> CAST(:vec AS vector)) >= :min_similarity)"
-    rows = session.execute(text(_EXTRAS_SQL.format(similarity=similarity, similar=similar)), params).all()
+    rows = session.execute(compact_sql(_EXTRAS_SQL.format(similarity=similarity, similar=similar)), params).all()
     extras = ContextExtras()
     for row in rows:
         if row.kind == "cluster":
