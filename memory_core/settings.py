@@ -128,7 +128,7 @@ class Settings(BaseSettings):
 
     # Worker processes lower their CPU priority by this much (nice): where they share cores with
     # the API, a request is answered before background work goes on. 0 keeps the same priority.
-    worker_nice: int = Field(default=10, ge=0, le=19)
+    worker_nice: int = Field(default=5, ge=0, le=19)
 
     pipeline_max_attempts: int = Field(default=6, ge=1, le=100)
     pipeline_retry_base_s: float = Field(default=2.0, gt=0, le=600)

@@ -379,12 +379,14 @@ def _upsert_chunk(ctx: WriteContext, event_ids: Sequence[uuid.UUID]) -> dict[uui
     """Apply a chunk's decisions in one short transaction under its agents' locks, in arrival order.
 
     A chunk of single messages names many agents, and two such chunks often share one. So the
-    locks are taken without waiting: the agents whose lock is free are applied here, and an
-    agent another transaction holds is applied afterwards, in a transaction of its own that
-    waits for its lock. No transaction ever waits while holding another agent's lock.
+    locks are taken without waiting: the agents whose lock is free are applied here, and the
+    agents other transactions hold are applied afterwards, together, in one more transaction
+    that waits for their locks in sorted order. A transaction that holds locks it took without
+    waiting never waits for another, and the waiting ones all wait in the same order, so no
+    two can deadlock; and a chunk costs at most two transactions however busy its agents are.
     """
     outcomes: dict[uuid.UUID, StageResult] = {}
-    deferred: dict[str, list[uuid.UUID]] = {}
+    deferred: list[uuid.UUID] = []
     with ctx.sessions.begin() as session:
         # The run row locks make a concurrent redelivery of these events wait, then see "done".
         runs = load_runs(session, event_ids, for_update=True, outputs=REQUIRED_OUTPUTS["upsert"])
@@ -398,20 +400,18 @@ def _upsert_chunk(ctx: WriteContext, event_ids: Sequence[uuid.UUID]) -> dict[uui
             locked = set(agents)
         else:
             locked = try_lock_agents(session, agents)
-        for run in ready:
-            if run.agent_id not in locked:
-                deferred.setdefault(run.agent_id, []).append(run.event_id)
+        deferred = [run.event_id for run in ready if run.agent_id not in locked]
         _apply_locked(ctx, session, [run for run in ready if run.agent_id in locked], outcomes)
-    for ids in deferred.values():
+    if deferred:
         try:
-            outcomes.update(_upsert_agent(ctx, ids))
+            outcomes.update(_upsert_waiting(ctx, deferred))
         except Exception as error:  # the caller retries these events on their own
-            outcomes.update(dict.fromkeys(ids, error))
+            outcomes.update(dict.fromkeys(deferred, error))
     return outcomes
 
 
-def _upsert_agent(ctx: WriteContext, event_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, StageResult]:
-    """Apply one agent's events in a transaction of their own, waiting for the agent's lock."""
+def _upsert_waiting(ctx: WriteContext, event_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, StageResult]:
+    """Apply events in one transaction that waits for their agents' locks, in sorted order."""
     outcomes: dict[uuid.UUID, StageResult] = {}
     with ctx.sessions.begin() as session:
         runs = load_runs(session, event_ids, for_update=True, outputs=REQUIRED_OUTPUTS["upsert"])
