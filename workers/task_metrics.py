@@ -18,7 +18,9 @@ from workers.metrics_ledger import MetricsLedger
 
 logger = logging.getLogger("arandu.metrics")
 
-_started: dict[str, float] = {}
+# Keyed by (task id, retry number): a retried task keeps its id, and its next attempt can start
+# (short countdown, other thread) before the failed attempt's postrun has run.
+_started: dict[tuple[str, int], float] = {}
 _ledger_lock = threading.Lock()
 
 
@@ -36,13 +38,18 @@ def ledger_for(app: Any) -> MetricsLedger | None:
     return ledger  # type: ignore[return-value]
 
 
-def _on_prerun(task_id: str | None = None, **_: Any) -> None:
+def _attempt(task_id: str, task: Any) -> tuple[str, int]:
+    request = getattr(task, "request", None)
+    return task_id, int(getattr(request, "retries", 0) or 0)
+
+
+def _on_prerun(task_id: str | None = None, task: Any = None, **_: Any) -> None:
     if task_id:
-        _started[task_id] = time.perf_counter()
+        _started[_attempt(task_id, task)] = time.perf_counter()
 
 
 def _on_postrun(task_id: str | None = None, task: Any = None, state: str | None = None, **_: Any) -> None:
-    started = _started.pop(task_id, None) if task_id else None
+    started = _started.pop(_attempt(task_id, task), None) if task_id else None
     if started is None or task is None:
         return
     try:
