@@ -385,44 +385,40 @@ def _upsert_chunk(ctx: WriteContext, event_ids: Sequence[uuid.UUID]) -> dict[uui
     waiting never waits for another, and the waiting ones all wait in the same order, so no
     two can deadlock; and a chunk costs at most two transactions however busy its agents are.
     """
-    outcomes: dict[uuid.UUID, StageResult] = {}
-    deferred: list[uuid.UUID] = []
-    with ctx.sessions.begin() as session:
-        # The run row locks make a concurrent redelivery of these events wait, then see "done".
-        runs = load_runs(session, event_ids, for_update=True, outputs=REQUIRED_OUTPUTS["upsert"])
-        ready = _ready_runs(runs, event_ids, "upsert", outcomes)
-        if not ready:
-            return outcomes
-        relax_durability(session)
-        agents = sorted({run.agent_id for run in ready})
-        if len(agents) == 1:
-            lock_agent(session, agents[0])
-            locked = set(agents)
-        else:
-            locked = try_lock_agents(session, agents)
-        deferred = [run.event_id for run in ready if run.agent_id not in locked]
-        _apply_locked(ctx, session, [run for run in ready if run.agent_id in locked], outcomes)
+    outcomes, deferred = _upsert_under_locks(ctx, event_ids, wait_for_locks=False)
     if deferred:
         try:
-            outcomes.update(_upsert_waiting(ctx, deferred))
+            outcomes.update(_upsert_under_locks(ctx, deferred, wait_for_locks=True)[0])
         except Exception as error:  # the caller retries these events on their own
             outcomes.update(dict.fromkeys(deferred, error))
     return outcomes
 
 
-def _upsert_waiting(ctx: WriteContext, event_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, StageResult]:
-    """Apply events in one transaction that waits for their agents' locks, in sorted order."""
+def _upsert_under_locks(
+    ctx: WriteContext, event_ids: Sequence[uuid.UUID], *, wait_for_locks: bool
+) -> tuple[dict[uuid.UUID, StageResult], list[uuid.UUID]]:
+    """One transaction: apply the events whose agents' locks it holds; the outcomes, and the events left.
+
+    ``wait_for_locks`` waits for every agent's lock in sorted order (nothing is left); otherwise
+    only a lone agent's lock is waited for, and several agents' locks are taken if free.
+    """
     outcomes: dict[uuid.UUID, StageResult] = {}
     with ctx.sessions.begin() as session:
+        # The run row locks make a concurrent redelivery of these events wait, then see "done".
         runs = load_runs(session, event_ids, for_update=True, outputs=REQUIRED_OUTPUTS["upsert"])
         ready = _ready_runs(runs, event_ids, "upsert", outcomes)
         if not ready:
-            return outcomes
+            return outcomes, []
         relax_durability(session)
-        for agent_id in sorted({run.agent_id for run in ready}):
-            lock_agent(session, agent_id)
-        _apply_locked(ctx, session, ready, outcomes)
-    return outcomes
+        agents = sorted({run.agent_id for run in ready})
+        if wait_for_locks or len(agents) == 1:
+            for agent_id in agents:
+                lock_agent(session, agent_id)
+            locked = set(agents)
+        else:
+            locked = try_lock_agents(session, agents)
+        _apply_locked(ctx, session, [run for run in ready if run.agent_id in locked], outcomes)
+    return outcomes, [run.event_id for run in ready if run.agent_id not in locked]
 
 
 def _apply_locked(

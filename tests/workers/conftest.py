@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from memory_core.settings import Settings, load_settings
-from memory_core.write.context import WriteContext
+from memory_core.write.context import WriteContext, build_write_context
 from tests.support.api_server import serve_api
 from tests.support.services import TestServices
 from tests.support.workers import isolated_app, running_worker, wait_for_runs
@@ -88,3 +88,13 @@ def write_settings(migrated_database_url: str, services: TestServices, tmp_path:
 def write_path(write_settings: Settings) -> Iterator[WritePath]:
     """The whole write path with the offline skills."""
     yield from start_write_path(write_settings)
+
+
+@pytest.fixture
+def context(write_settings: Settings) -> Iterator[WriteContext]:
+    """A write context on the test database with the offline skills (stages run in this process)."""
+    built = build_write_context(write_settings)
+    try:
+        yield built
+    finally:
+        built.close()

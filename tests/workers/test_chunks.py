@@ -32,16 +32,6 @@ RUNS_AND_OUTPUTS = (
 
 
 @pytest.fixture
-def context(write_settings: Settings) -> Iterator[WriteContext]:
-    """A write context on the test database with the offline skills (stages run in this process)."""
-    built = build_write_context(write_settings)
-    try:
-        yield built
-    finally:
-        built.close()
-
-
-@pytest.fixture
 def memory(write_settings: Settings) -> Iterator[MemoryInspector]:
     inspector = MemoryInspector(write_settings.database_url)
     try:

@@ -10,11 +10,9 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import httpx
-import pytest
 from celery import Celery
 from sqlalchemy import create_engine, text
 
@@ -95,15 +93,6 @@ def test_single_messages_of_several_agents_are_processed_in_shared_chunks(write_
             response = client.get(f"/v1/events/{sent[8 + number]}")
             assert response.json()["result"]["facts_updated"], response.json()
     memory.close()
-
-
-@pytest.fixture
-def context(write_settings: Settings) -> Iterator[WriteContext]:
-    built = build_write_context(write_settings)
-    try:
-        yield built
-    finally:
-        built.close()
 
 
 def _accept(context: WriteContext, agent: str, message: str) -> uuid.UUID:

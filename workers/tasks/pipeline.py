@@ -91,11 +91,9 @@ def enqueue_events(app: Celery, event_ids: Sequence[str], start: str = "extract"
 
 def intake_for(app: Celery) -> IntakeQueue | None:
     """The intake list of ``app``'s settings (one client per process), or None when the broker is not Redis."""
-    queue: IntakeQueue | None = getattr(app, "_arandu_intake", None)
-    if queue is None and not getattr(app, "_arandu_intake_checked", False):
-        queue = IntakeQueue.for_settings(app.arandu_settings, producer=False)
-        app._arandu_intake = queue  # type: ignore[attr-defined]
-        app._arandu_intake_checked = True  # type: ignore[attr-defined]
+    if not hasattr(app, "_arandu_intake"):
+        app._arandu_intake = IntakeQueue.for_settings(app.arandu_settings, producer=False)  # type: ignore[attr-defined]
+    queue: IntakeQueue | None = app._arandu_intake  # type: ignore[attr-defined]
     return queue
 
 
