@@ -342,6 +342,14 @@ class MemoryEntity(Base):
         Index("ix_memory_entities_agent_last_seen", "agent_id", "last_seen_at"),
         Index("ix_memory_entities_agent_importance", "agent_id", "importance_score"),
         Index("ix_memory_entities_agent_community", "agent_id", "community_id"),
+        # Migration 0007: the query resolution's lookups by folded name, key slug and key type.
+        Index(
+            "ix_memory_entities_agent_folded_name",
+            "agent_id",
+            sql_text("translate(lower(display_name), 'áàâãäåéèêëíìîïóòôõöúùûüçñýÿ', 'aaaaaaeeeeiiiiooooouuuucnyy')"),
+        ),
+        Index("ix_memory_entities_agent_key_slug", "agent_id", sql_text("split_part(canonical_key, ':', 2)")),
+        Index("ix_memory_entities_agent_key_type", "agent_id", sql_text("split_part(canonical_key, ':', 1)")),
     )
 
     id: Mapped[uuid.UUID] = _pk()

@@ -1,4 +1,4 @@
-"""A vector index of its own for every large agent: partial HNSW indexes ``WHERE agent_id = '<id>'``.
+"""Indexes of its own for every large agent: partial HNSW and GIN indexes ``WHERE agent_id = '<id>'``.
 
 Why
 ---
@@ -8,16 +8,24 @@ pgvector 0.6 has no iterative index scans: a scan of the table-wide HNSW index y
 an exact scan of the agent's 100,000 scattered rows (~350 ms). A partial index holds that agent's
 rows only, so every tuple it yields is the agent's and a few milliseconds find the nearest ones.
 
+The keyword signal has the same shape of problem with the table-wide GIN index on
+``search_vector``: a word's matches are everybody's, so PostgreSQL either visits them all and
+filters by agent, or intersects them with a bitmap of the agent's whole b-tree range. For the
+benchmark's 100,000-fact agent in a 1M-fact table that bitmap alone took 15 ms, and the keyword
+search ~40 ms of a 45 ms signal statement. The agent's partial GIN index holds its own words only.
+
 How
 ---
-* :func:`agent_index_name` derives the index name from the agent id (a hash: ids are free text).
-* :func:`build_agent_index` creates it ``CONCURRENTLY`` (writes go on) under an advisory lock, so
-  two processes never build the same one; an invalid leftover of a failed build is dropped first.
-* :class:`AgentIndexes` answers "does this agent have a valid index?" from ``pg_index``, cached
+* :func:`agent_index_name` and :func:`agent_text_index_name` derive the index names from the
+  agent id (a hash: ids are free text).
+* :func:`build_agent_index` creates both ``CONCURRENTLY`` (writes go on) under an advisory lock, so
+  two processes never build the same one; an invalid leftover of a failed build is dropped first,
+  and an index that exists is kept (an agent indexed before the GIN index existed gets only that).
+* :class:`AgentIndexes` answers "does this agent have both valid indexes?" from ``pg_index``, cached
   briefly per process, and starts a background build the first time a large agent is searched
   without one (:meth:`AgentIndexes.request`). :func:`agents_needing_index` lists the agents a
   maintenance pass should index (the benchmark calls it after loading its table).
-* The search statement names the agent as a **literal** in that one CTE
+* The search statement names the agent as a **literal** in the semantic and keyword CTEs
   (:func:`agent_literal`): a partial index is only usable when the planner can prove its
   predicate, which a generic plan with a bound parameter never allows (psycopg prepares a
   statement after a few executions, and PostgreSQL may then switch to a generic plan).
@@ -43,11 +51,13 @@ __all__ = [
     "AGENT_INDEX_EF_CONSTRUCTION",
     "AGENT_INDEX_M",
     "AGENT_INDEX_PREFIX",
+    "AGENT_TEXT_INDEX_PREFIX",
     "AgentIndexes",
     "BuildOutcome",
     "agent_index_name",
     "agent_indexes",
     "agent_literal",
+    "agent_text_index_name",
     "agents_needing_index",
     "build_agent_index",
     "database_key",
@@ -57,6 +67,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 AGENT_INDEX_PREFIX = "ix_memory_facts_hnsw_v2_agent_"
+AGENT_TEXT_INDEX_PREFIX = "ix_memory_facts_text_agent_"
 # The first version's indexes (pgvector's default ef_construction 64): dropped once a v2 one is built.
 _LEGACY_PREFIX = "ix_memory_facts_hnsw_agent_"
 # Build parameters. A graph built with a wider candidate list (ef_construction 200 instead of
@@ -81,6 +92,11 @@ _LOCK_NAMESPACE = 0x0A1D
 def agent_index_name(agent_id: str) -> str:
     """The partial index of ``agent_id`` (a hash of the id: any text is a valid agent id)."""
     return f"{AGENT_INDEX_PREFIX}{_digest(agent_id)}"
+
+
+def agent_text_index_name(agent_id: str) -> str:
+    """The partial GIN index (keyword search) of ``agent_id``."""
+    return f"{AGENT_TEXT_INDEX_PREFIX}{_digest(agent_id)}"
 
 
 def _legacy_index_name(agent_id: str) -> str:
@@ -118,6 +134,15 @@ _VALID_SQL = text(
 )
 
 
+_VALID_COUNT_SQL = text(
+    """
+    SELECT count(*) FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid
+    WHERE c.relname = ANY(CAST(:names AS text[])) AND c.relkind = 'i' AND i.indisvalid AND i.indisready
+      AND c.relnamespace = CAST(current_schema() AS regnamespace)
+    """
+)
+
+
 def _index_state(connection: Session | Connection, name: str) -> bool | None:
     """True valid, False present but invalid (a failed concurrent build), None absent."""
     value = connection.execute(_VALID_SQL, {"name": name}).scalar()
@@ -135,11 +160,35 @@ class BuildOutcome:
     reason: str
 
 
+def _agent_index_statements(agent_id: str) -> list[tuple[str, str]]:
+    """(index name, CREATE statement) of each of ``agent_id``'s partial indexes."""
+    predicate = f"WHERE agent_id = {agent_literal(agent_id)}"
+    vector_name = agent_index_name(agent_id)
+    text_name = agent_text_index_name(agent_id)
+    return [
+        (
+            vector_name,
+            f'CREATE INDEX CONCURRENTLY IF NOT EXISTS "{vector_name}" ON memory_facts '
+            f"USING hnsw (embedding_vec vector_cosine_ops) "
+            f"WITH (m = {AGENT_INDEX_M}, ef_construction = {AGENT_INDEX_EF_CONSTRUCTION}) {predicate}",
+        ),
+        (
+            text_name,
+            f'CREATE INDEX CONCURRENTLY IF NOT EXISTS "{text_name}" ON memory_facts '
+            f"USING gin (search_vector) {predicate}",
+        ),
+    ]
+
+
+def _agent_index_names(agent_id: str) -> tuple[str, str]:
+    return agent_index_name(agent_id), agent_text_index_name(agent_id)
+
+
 def build_agent_index(engine: Engine, agent_id: str, *, maintenance_work_mem: str | None = None) -> BuildOutcome:
-    """Create ``agent_id``'s partial HNSW index concurrently, unless it exists or another process builds it.
+    """Create ``agent_id``'s partial HNSW and GIN indexes concurrently, unless they exist or another builds them.
 
     Runs outside any transaction (``CREATE INDEX CONCURRENTLY`` needs that) on a connection of
-    its own; takes as long as the build (seconds for 10,000 facts, about a minute for 100,000).
+    its own; takes as long as the builds (seconds for 10,000 facts, about a minute for 100,000).
     """
     name = agent_index_name(agent_id)
     started = time.monotonic()
@@ -152,22 +201,21 @@ def build_agent_index(engine: Engine, agent_id: str, *, maintenance_work_mem: st
         if not locked:
             return BuildOutcome(agent_id, name, False, time.monotonic() - started, "another process is building it")
         try:
-            state = _index_state(connection, name)
-            if state:
+            missing: list[tuple[str, str]] = []
+            for index_name, statement in _agent_index_statements(agent_id):
+                state = _index_state(connection, index_name)
+                if state:
+                    continue
+                if state is False:
+                    connection.execute(text(f'DROP INDEX CONCURRENTLY IF EXISTS "{index_name}"'))
+                missing.append((index_name, statement))
+            if not missing:
                 return BuildOutcome(agent_id, name, False, time.monotonic() - started, "exists")
-            if state is False:
-                connection.execute(text(f'DROP INDEX CONCURRENTLY IF EXISTS "{name}"'))
             current = str(connection.execute(text("SHOW maintenance_work_mem")).scalar())
             connection.execute(text("SELECT set_config('maintenance_work_mem', :value, false)"), {"value": memory})
             try:
-                connection.execute(
-                    text(
-                        f'CREATE INDEX CONCURRENTLY IF NOT EXISTS "{name}" ON memory_facts '
-                        f"USING hnsw (embedding_vec vector_cosine_ops) "
-                        f"WITH (m = {AGENT_INDEX_M}, ef_construction = {AGENT_INDEX_EF_CONSTRUCTION}) "
-                        f"WHERE agent_id = {agent_literal(agent_id)}"
-                    )
-                )
+                for _, statement in missing:
+                    connection.execute(text(statement))
             finally:
                 connection.execute(text("SELECT set_config('maintenance_work_mem', :value, false)"), {"value": current})
             # The agent's first-version index, if any, only costs writes now.
@@ -175,15 +223,15 @@ def build_agent_index(engine: Engine, agent_id: str, *, maintenance_work_mem: st
         finally:
             connection.execute(text("SELECT pg_advisory_unlock(:ns, :key)"), {"ns": _LOCK_NAMESPACE, "key": key})
     agent_indexes.forget(engine, agent_id)
-    return BuildOutcome(agent_id, name, True, time.monotonic() - started, "built")
+    built = " and ".join("vector" if index_name == name else "keyword" for index_name, _ in missing)
+    return BuildOutcome(agent_id, name, True, time.monotonic() - started, f"built ({built})")
 
 
 def drop_agent_index(engine: Engine, agent_id: str) -> bool:
-    """Drop ``agent_id``'s partial index if there is one (the agent shrank, or was deleted)."""
-    name = agent_index_name(agent_id)
+    """Drop ``agent_id``'s partial indexes if it has any (the agent shrank, or was deleted)."""
     with engine.execution_options(isolation_level="AUTOCOMMIT").connect() as connection:
         present = False
-        for index in (name, _legacy_index_name(agent_id)):
+        for index in (*_agent_index_names(agent_id), _legacy_index_name(agent_id)):
             if _index_state(connection, index) is not None:
                 present = True
                 connection.execute(text(f'DROP INDEX CONCURRENTLY IF EXISTS "{index}"'))
@@ -191,8 +239,13 @@ def drop_agent_index(engine: Engine, agent_id: str) -> bool:
     return present
 
 
+def _has_agent_indexes(connection: Session | Connection, agent_id: str) -> bool:
+    names = list(_agent_index_names(agent_id))
+    return int(connection.execute(_VALID_COUNT_SQL, {"names": names}).scalar_one()) == len(names)
+
+
 def agents_needing_index(session: Session, min_facts: int) -> list[tuple[str, int]]:
-    """Agents with at least ``min_facts`` facts and no valid index of their own, largest first.
+    """Agents with at least ``min_facts`` facts lacking a valid index of their own, largest first.
 
     Counts every agent's facts (a scan of an index of the whole table): a maintenance query.
     """
@@ -205,11 +258,7 @@ def agents_needing_index(session: Session, min_facts: int) -> list[tuple[str, in
         ),
         {"min": min_facts},
     ).all()
-    return [
-        (str(row.agent_id), int(row.facts))
-        for row in rows
-        if not _index_state(session, agent_index_name(str(row.agent_id)))
-    ]
+    return [(str(row.agent_id), int(row.facts)) for row in rows if not _has_agent_indexes(session, str(row.agent_id))]
 
 
 class AgentIndexes:
@@ -223,14 +272,14 @@ class AgentIndexes:
         self._failed: dict[tuple[str, str], float] = {}
 
     def has_index(self, session: Session, agent_id: str) -> bool:
-        """True when ``agent_id``'s partial index exists and is valid (asked at most every few minutes)."""
+        """True when ``agent_id``'s partial indexes exist and are valid (asked at most every few minutes)."""
         now = time.monotonic()
         key = (database_key(session), agent_id)
         with self._lock:
             known = self._known.get(key)
         if known is not None and now - known[0] < (_PRESENT_TTL_S if known[1] else _ABSENT_TTL_S):
             return known[1]
-        present = bool(_index_state(session, agent_index_name(agent_id)))
+        present = _has_agent_indexes(session, agent_id)
         with self._lock:
             if len(self._known) > 100_000:
                 self._known.clear()
@@ -267,7 +316,7 @@ class AgentIndexes:
             try:
                 outcome = build_agent_index(engine, agent_id)
                 logger.info(
-                    "vector index of agent %s: %s in %.1f s (%s)",
+                    "search indexes of agent %s: %s in %.1f s (%s)",
                     agent_id,
                     outcome.reason,
                     outcome.seconds,
@@ -276,7 +325,7 @@ class AgentIndexes:
                 if on_done is not None:
                     on_done(outcome)
             except Exception:  # a failed build leaves the exact search in place; retried later
-                logger.warning("could not build the vector index of agent %s", agent_id, exc_info=True)
+                logger.warning("could not build the search indexes of agent %s", agent_id, exc_info=True)
                 with self._lock:
                     self._failed[key] = time.monotonic()
             finally:

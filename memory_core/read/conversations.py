@@ -5,7 +5,7 @@ with the context a one-line fact loses (who answered whom, what else was said). 
 the best of them under "Relevant conversations". Three signals find them:
 
 * **semantic**: cosine similarity between the query and the message's embedding;
-* **keyword**: the query's keyword terms (the planner's, matched as the fact signal's ILIKE does:
+* **keyword**: the query's keyword terms (the planner's, matched as the fact signal does:
   as written or accent-folded, anywhere in the lower-cased text) against the speaker and text of each
   message, weighted by inverse document frequency over the messages searched:
   ``keyword = sum of the matched terms' idf / sum of every term's idf`` with the BM25 idf

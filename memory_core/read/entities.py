@@ -50,8 +50,11 @@ MAX_PRIMED_NEIGHBOURS = 50
 
 # Accent folding inside SQL for display names (no unaccent extension needed): the common Latin
 # accented letters of Portuguese, Spanish, French and German, lower-case after lower().
+# _FOLDED_NAME_SQL is written out (not bound) because it must equal, character for character, the
+# expression of ix_memory_entities_agent_folded_name (migration 0007) for PostgreSQL to use it.
 _SQL_FOLD_FROM = "áàâãäåéèêëíìîïóòôõöúùûüçñýÿ"
 _SQL_FOLD_TO = "aaaaaaeeeeiiiiooooouuuucnyy"
+_FOLDED_NAME_SQL = f"translate(lower(e.display_name), '{_SQL_FOLD_FROM}', '{_SQL_FOLD_TO}')"
 
 _FUNCTION_WORDS = frozenset(
     [
@@ -342,11 +345,9 @@ FROM memory_entity_aliases a
 LEFT JOIN memory_entities e ON e.agent_id = a.agent_id AND e.canonical_key = a.canonical_entity_key
 WHERE a.agent_id = :agent AND a.alias = ANY(CAST(:grams AS text[])) AND COALESCE(e.is_active, true)
 UNION ALL
-SELECT 'display_name', translate(lower(e.display_name), :fold_from, :fold_to), e.canonical_key, e.display_name,
-       e.entity_type
+SELECT 'display_name', {folded_name}, e.canonical_key, e.display_name, e.entity_type
 FROM memory_entities e
-WHERE e.agent_id = :agent AND e.is_active
-  AND translate(lower(e.display_name), :fold_from, :fold_to) = ANY(CAST(:grams AS text[]))
+WHERE e.agent_id = :agent AND e.is_active AND {folded_name} = ANY(CAST(:grams AS text[]))
 UNION ALL
 SELECT 'slug', split_part(e.canonical_key, ':', 2), e.canonical_key, e.display_name, e.entity_type
 FROM memory_entities e
@@ -368,7 +369,8 @@ SELECT 'prefix', p.prefix, NULL, NULL, NULL
 FROM unnest(CAST(:prefixes AS text[])) AS p(prefix)
 WHERE EXISTS (
     SELECT 1 FROM memory_entities e
-    WHERE e.agent_id = :agent AND e.is_active AND left(e.canonical_key, length(p.prefix) + 1) = p.prefix || ':'
+    WHERE e.agent_id = :agent AND e.is_active AND split_part(e.canonical_key, ':', 1) = p.prefix
+      AND strpos(e.canonical_key, ':') > 0
 )
 UNION ALL
 SELECT 'agent_facts', CAST(count(*) AS text), NULL, NULL, NULL
@@ -402,13 +404,11 @@ def resolve_query_context(
     requested = [key for key in dict.fromkeys(k.strip() for k in entity_keys or []) if key]
     forms = [_filter_forms(key) for key in requested]
     rows = session.execute(
-        compact_sql(_RESOLVE_SQL.format(validity=fact_validity_sql("f", window))),
+        compact_sql(_RESOLVE_SQL.format(validity=fact_validity_sql("f", window), folded_name=_FOLDED_NAME_SQL)),
         {
             "agent": agent_id,
             "grams": gram_texts,
             "slugs": sorted(grams_of_slug),
-            "fold_from": _SQL_FOLD_FROM,
-            "fold_to": _SQL_FOLD_TO,
             "filter_keys": sorted({f.canonical for f in forms if f.canonical}),
             "filter_aliases": sorted({f.alias for f in forms if f.alias}),
             "filter_slugs": sorted({f.slug for f in forms if f.slug}),

@@ -221,7 +221,7 @@ def _matches(fact_text: str, forms: Sequence[tuple[str, str]]) -> list[bool]:
 
 
 def matched_keywords(fact_text: str, keywords: Sequence[str]) -> list[bool]:
-    """Which keywords ``fact_text`` contains (as written or accent-folded), as the keyword SQL's ILIKE decides."""
+    """Which keywords ``fact_text`` contains (as written or accent-folded), as the keyword SQL's strpos decides."""
     return _matches(fact_text, _keyword_forms(keywords))
 
 

@@ -190,9 +190,13 @@ READ_WORK_MEM = "32MB"
 # before they were prepared. A generic plan would be costed for an average agent (table rows /
 # agents) and could be reused for one 100 times larger; on the --quick dataset (10x skew) the
 # default "auto" mode measured no better than this, within noise.
+# max_parallel_workers_per_gather: a retrieval's statements read a few thousand rows at most;
+# starting a parallel worker for one of them cost more than it saved (a 3 ms keyword scan took
+# 17 ms behind its Gather at 100,000 facts), and under concurrent retrievals every core is busy anyway.
 _BEGIN_READ = text(
     f"SET TRANSACTION READ ONLY; SET LOCAL statement_timeout = {int(READ_STATEMENT_TIMEOUT_MS)}; "
-    f"SET LOCAL work_mem = '{READ_WORK_MEM}'; SET LOCAL plan_cache_mode = force_custom_plan"
+    f"SET LOCAL work_mem = '{READ_WORK_MEM}'; SET LOCAL plan_cache_mode = force_custom_plan; "
+    "SET LOCAL max_parallel_workers_per_gather = 0"
 )
 
 

@@ -11,7 +11,7 @@ share of rows holding each (``pg_stats.most_common_elems``). :func:`estimated_sh
 shares of the common lexemes a keyword prefix-matches (the signal matches ``word:*``). A
 keyword whose estimated matches among the agent's facts exceed ``max_matches`` is not used to
 *find* candidates — the rarer words of the query are — but it still counts in each candidate's
-keyword score (the ``ILIKE`` count over all keywords). Small agents never drop a word (their
+keyword score (the match count over all keywords). Small agents never drop a word (their
 matches are few whatever the word); a large agent whose every keyword is common gets no keyword
 candidates (the semantic and graph signals still run), and the trace says which words were
 dropped.

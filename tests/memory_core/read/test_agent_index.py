@@ -1,4 +1,4 @@
-"""Large agents get a partial HNSW index of their own; retrieval through it stays exact enough and isolated.
+"""Large agents get partial HNSW and GIN indexes of their own; retrieval through them stays exact enough and isolated.
 
 A database of its own with 16-dimensional embeddings (so the table and its indexes build in
 seconds): two large agents (one whose id needs SQL quoting), a few small ones, and the
@@ -24,6 +24,7 @@ from memory_core.db.migrate import upgrade
 from memory_core.read.agent_index import (
     agent_index_name,
     agent_indexes,
+    agent_text_index_name,
     agents_needing_index,
     build_agent_index,
     drop_agent_index,
@@ -319,3 +320,73 @@ def test_counts_are_queued_and_written_in_the_background(table: Table) -> None:
         assert stamp >= recent
     assert table.ctx.bookkeeper is not None
     assert table.ctx.bookkeeper.pending() == 0
+
+
+def _index_oid(ctx: ReadContext, name: str) -> int | None:
+    with ctx.engine.connect() as connection:
+        value = connection.execute(
+            text(
+                "SELECT c.oid FROM pg_class c JOIN pg_index i ON i.indexrelid = c.oid "
+                "WHERE c.relname = :n AND i.indisvalid"
+            ),
+            {"n": name},
+        ).scalar()
+    return None if value is None else int(value)
+
+
+def test_the_keyword_signal_reads_the_agents_own_keyword_index(table: Table) -> None:
+    build_agent_index(table.ctx.engine, BIG)
+    assert _index_oid(table.ctx, agent_text_index_name(BIG)) is not None
+    with table.ctx.engine.connect() as connection:
+        # A current fact of the big agent whose number the other large agents' facts also carry
+        # (1000-3500: no other number starts with it, so the prefix search finds that one only).
+        wanted_id, wanted_text = connection.execute(
+            text(
+                "SELECT CAST(id AS text), fact_text FROM memory_facts WHERE agent_id = :a AND valid_to IS NULL "
+                "AND CAST(split_part(fact_text, ' ', 2) AS int) BETWEEN 1000 AND 3500 ORDER BY fact_text LIMIT 1"
+            ),
+            {"a": BIG},
+        ).one()
+        others = connection.execute(
+            text("SELECT count(*) FROM memory_facts WHERE fact_text = :t AND agent_id <> :a"),
+            {"t": wanted_text, "a": BIG},
+        ).scalar()
+    assert others == 2  # the quoted and the growing agent have one too
+    with table.ctx.sessions() as session:
+        request = SignalRequest(
+            agent_id=BIG,
+            config=MemoryConfig(embedding_dimensions=DIMENSIONS, min_similarity=0.99),
+            now=datetime.now(UTC),
+            query_vector=_query(2),
+            keywords=[wanted_text.split()[1]],
+            agent_index_min_facts=THRESHOLD,
+        )
+        result = run_signals(session, request)
+        assert result.vector_strategy == "agent_index"
+        assert [c.fact_id for c in result.candidates if "keyword" in c.sources] == [wanted_id]
+        from memory_core.read.signals import _statement
+
+        sql, params = _statement(request, "agent_index")
+        session.execute(text("SET LOCAL hnsw.ef_search = 200"))
+        plan = "\n".join(str(row[0]) for row in session.execute(text("EXPLAIN " + sql), params).all())
+    assert agent_text_index_name(BIG) in plan, plan
+
+
+def test_an_agent_indexed_before_keyword_indexes_existed_gets_only_the_keyword_one(table: Table) -> None:
+    build_agent_index(table.ctx.engine, QUOTED)
+    vector_oid = _index_oid(table.ctx, agent_index_name(QUOTED))
+    assert vector_oid is not None
+    with table.ctx.engine.connect() as connection:
+        connection.execute(text(f'DROP INDEX "{agent_text_index_name(QUOTED)}"'))
+        connection.commit()
+    agent_indexes.clear()
+    with table.ctx.sessions() as session:
+        # Half-indexed: searched as an agent without indexes, and listed for maintenance.
+        assert not agent_indexes.has_index(session, QUOTED)
+        assert QUOTED in [agent for agent, _ in agents_needing_index(session, THRESHOLD)]
+    outcome = build_agent_index(table.ctx.engine, QUOTED)
+    assert (outcome.created, outcome.reason) == (True, "built (keyword)")
+    assert _index_oid(table.ctx, agent_index_name(QUOTED)) == vector_oid  # the vector index was kept
+    assert _index_oid(table.ctx, agent_text_index_name(QUOTED)) is not None
+    with table.ctx.sessions() as session:
+        assert agent_indexes.has_index(session, QUOTED)

@@ -54,6 +54,60 @@ def test_names_aliases_and_slugs_resolve_to_canonical_keys(read_ctx: ReadContext
     assert resolved("What is Marcos Tavares's job?") == [(marcos, "alias")]
 
 
+def test_display_names_slugs_and_entity_types_are_found_through_their_indexes(
+    read_ctx: ReadContext, memory: MemoryBuilder
+) -> None:
+    """The resolution's lookups by expression match the migration's indexes (migration 0007)."""
+    from sqlalchemy import event, text
+
+    with read_ctx.engine.begin() as connection:
+        # No alias rows: found by the folded display name, or by the key's slug.
+        connection.execute(
+            text(
+                "INSERT INTO memory_entities (agent_id, canonical_key, display_name, entity_type) VALUES "
+                "(:agent, 'person:alvaro_nunez', 'Álvaro Núñez', 'person'), "
+                "(:agent, 'project:apollo_11', 'Apollo Eleven', 'project')"
+            ),
+            {"agent": memory.agent_id},
+        )
+        # Enough other entities that reading them all would be the slow plan it is for a large agent.
+        connection.execute(
+            text(
+                "INSERT INTO memory_entities (agent_id, canonical_key, display_name, entity_type) "
+                "SELECT :agent, 'place:spot_' || g, 'Spot ' || g, 'place' FROM generate_series(1, 3000) AS g"
+            ),
+            {"agent": memory.agent_id},
+        )
+        connection.execute(text("ANALYZE memory_entities"))
+    captured: list[tuple[str, object]] = []
+
+    def capture(_conn: object, _cursor: object, statement: str, parameters: object, *_: object) -> None:
+        captured.append((statement, parameters))
+
+    event.listen(read_ctx.engine, "before_cursor_execute", capture)
+    try:
+        with read_ctx.sessions() as session:
+            found = resolve_query_context(
+                session, memory.agent_id, "O ÁLVARO NUÑEZ e o apollo 11?", candidate_prefixes=["person", "pet"]
+            )
+    finally:
+        event.remove(read_ctx.engine, "before_cursor_execute", capture)
+    assert sorted((entity.key, entity.method) for entity in found.entities) == [
+        ("person:alvaro_nunez", "display_name"),
+        ("project:apollo_11", "slug"),
+    ]
+    assert found.existing_prefixes == {"person"}
+    statement, parameters = next(item for item in captured if "'display_name'" in item[0])
+    with read_ctx.engine.connect() as connection:
+        plan = "\n".join(str(row[0]) for row in connection.exec_driver_sql("EXPLAIN " + statement, parameters))
+    for index in (
+        "ix_memory_entities_agent_folded_name",
+        "ix_memory_entities_agent_key_slug",
+        "ix_memory_entities_agent_key_type",
+    ):
+        assert index in plan, plan
+
+
 def test_filter_keys_resolve_canonical_alias_bare_and_warn_otherwise(
     read_ctx: ReadContext, memory: MemoryBuilder
 ) -> None:
