@@ -33,6 +33,19 @@ warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
 # Unix socket paths are limited to 107 bytes; a deep $ARANDU_HOME would overflow it.
 _MAX_SOCKET_PATH = 100
 
+# PostgreSQL's own default (128MB) is sized for a small shared host. A retrieval reads an agent's
+# vector and keyword index pages and its facts' rows; with a million facts, 128MB kept little of
+# that and each read copied pages from the OS cache (a 100,000-fact agent's retrieval: 72 ms p50
+# in process with 128MB, 51 ms with 512MB; ops/bench/RESULTS.md). Buffers cost memory only once
+# pages are read into them, so a small database stays small.
+DEFAULT_SHARED_BUFFERS = "512MB"
+SHARED_BUFFERS_ENV = "ARANDU_EMBEDDED_PG_SHARED_BUFFERS"
+
+
+def server_settings() -> dict[str, str]:
+    """Settings of the embedded PostgreSQL (``ARANDU_EMBEDDED_PG_SHARED_BUFFERS`` overrides the buffers)."""
+    return {"shared_buffers": os.environ.get(SHARED_BUFFERS_ENV) or DEFAULT_SHARED_BUFFERS}
+
 
 @dataclass
 class EmbeddedPostgres:
@@ -40,6 +53,7 @@ class EmbeddedPostgres:
 
     data_dir: Path
     owned: bool = False
+    settings: dict[str, str] = field(default_factory=dict)
     _admin_uri: str | None = field(default=None, repr=False)
     _server: Any = field(default=None, repr=False)
 
@@ -62,6 +76,28 @@ class EmbeddedPostgres:
         self._admin_uri = server.get_uri()
         self.owned = not was_running
         logger.info("postgres %s at %s", "started" if self.owned else "reused", self.data_dir)
+        if self.owned:
+            self._apply_settings()
+
+    def _apply_settings(self) -> None:
+        """``ALTER SYSTEM`` what differs from ``settings``, then restart once so it takes effect."""
+        changed: list[str] = []
+        with psycopg.connect(self.admin_uri, autocommit=True) as conn:
+            for name, value in self.settings.items():
+                # Memory sizes (the only kind set here) compare by bytes: "1GB" is "1024MB".
+                same = conn.execute(
+                    "SELECT pg_size_bytes(current_setting(%s)) = pg_size_bytes(%s)", (name, value)
+                ).fetchone()
+                if not (same and same[0]):
+                    conn.execute(sql.SQL("ALTER SYSTEM SET {} = {}").format(sql.Identifier(name), sql.Literal(value)))
+                    changed.append(f"{name}={value}")
+        if not changed:
+            return
+        from pgserver import _commands
+
+        user = "pgserver" if os.geteuid() == 0 else None
+        _commands.pg_ctl(["-w", "-m", "fast", "restart"], pgdata=self.data_dir, user=user)
+        logger.info("postgres restarted at %s with %s", self.data_dir, ", ".join(changed))
 
     @property
     def admin_uri(self) -> str:
@@ -231,7 +267,7 @@ class EmbeddedStack:
 
     def __post_init__(self) -> None:
         self.home = self.home.resolve()
-        self.postgres = EmbeddedPostgres(self.home / "pg")
+        self.postgres = EmbeddedPostgres(self.home / "pg", settings=server_settings())
         self.redis = EmbeddedRedis(self.home / "redis")
 
     def start(self) -> None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import psycopg
+import pytest
 import redis
 
-from ops.embedded import EmbeddedStack
+from ops.embedded import DEFAULT_SHARED_BUFFERS, SHARED_BUFFERS_ENV, EmbeddedStack
 from ops.rss import stack_processes
 
 
@@ -48,3 +50,32 @@ def test_deep_home_gets_a_short_redis_socket(tmp_path: Path) -> None:
         assert stack.redis.ping()
     finally:
         stack.redis.stop()
+
+
+def _shared_buffers(stack: EmbeddedStack) -> str:
+    with psycopg.connect(stack.postgres.admin_uri) as conn:
+        row = conn.execute("SELECT current_setting('shared_buffers')").fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+def _started_with(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> tuple[str, bool]:
+    """(shared_buffers, whether start() had to restart the server to apply it)."""
+    caplog.clear()
+    stack = EmbeddedStack(tmp_path)
+    with caplog.at_level(logging.INFO, logger="arandu.embedded"):
+        stack.start()
+    try:
+        return _shared_buffers(stack), any("restarted" in record.getMessage() for record in caplog.records)
+    finally:
+        stack.stop()
+
+
+def test_shared_buffers_default_and_override_take_effect_restarting_only_when_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.delenv(SHARED_BUFFERS_ENV, raising=False)
+    assert _started_with(tmp_path, caplog) == (DEFAULT_SHARED_BUFFERS, True)  # initdb's 128MB changed
+    assert _started_with(tmp_path, caplog) == (DEFAULT_SHARED_BUFFERS, False)  # kept: no restart
+    monkeypatch.setenv(SHARED_BUFFERS_ENV, "160MB")
+    assert _started_with(tmp_path, caplog) == ("160MB", True)
