@@ -169,7 +169,6 @@ class MemoryEvent(Base):
     __table_args__ = (
         UniqueConstraint("agent_id", "message_id", name="uq_memory_events_agent_message"),
         Index("ix_memory_events_agent_occurred", "agent_id", "occurred_at"),
-        Index("ix_memory_events_agent_session", "agent_id", "session_id"),
         Index("ix_memory_events_import", "import_id"),
         # Listing order of a session, and "the next message" of retrieval's reply context (0005).
         Index(
@@ -180,12 +179,7 @@ class MemoryEvent(Base):
             sql_text("seq NULLS FIRST"),
             "id",
         ),
-        Index(
-            "ix_memory_events_embedding_hnsw",
-            "embedding_vec",
-            postgresql_using="hnsw",
-            postgresql_ops={"embedding_vec": "vector_cosine_ops"},
-        ),
+        # No vector index (migration 0008): relevant conversations score an agent's latest messages.
     )
 
     id: Mapped[uuid.UUID] = _pk()
