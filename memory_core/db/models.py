@@ -3,7 +3,10 @@
 The memory tables follow the seeds' schema (``memory_*`` and ``session_observations``);
 ``pipeline_runs``, ``imports``, ``maintenance_job_runs`` and ``schema_info`` are the
 service's own bookkeeping. Every memory row carries ``agent_id``, the hard isolation
-boundary: every index that serves a query starts with it.
+boundary: every index that serves a query starts with it. ``memory_fact_usage`` (retrieval
+counters) is the exception: it is only ever reached by its fact's id, from a fact row already
+scoped by agent, so its one index is the primary key (an index on ``agent_id`` would cost every
+first count of a fact an index insert and serve no query).
 
 Embedding columns are declared without a dimension here because the dimension is a
 deployment setting; the migration creates them as ``vector(N)`` with the configured N
@@ -296,8 +299,6 @@ class MemoryFact(Base):
     needs_confirmation: Mapped[bool] = mapped_column(Boolean, server_default=sql_text("false"))
     last_confirmed_at: Mapped[datetime | None] = mapped_column()
     reinforcement_count: Mapped[int] = mapped_column(Integer, server_default=sql_text("0"))
-    times_retrieved: Mapped[int] = mapped_column(Integer, server_default=sql_text("0"))
-    last_retrieved_at: Mapped[datetime | None] = mapped_column()
     user_correction_count: Mapped[int] = mapped_column(Integer, server_default=sql_text("0"))
     source_context: Mapped[str | None] = mapped_column(String(512))
     agent_annotation: Mapped[str | None] = mapped_column(Text)
@@ -308,6 +309,26 @@ class MemoryFact(Base):
     created_at: Mapped[datetime] = _created_at()
     ingested_at: Mapped[datetime] = _created_at()
     invalidated_at: Mapped[datetime | None] = mapped_column()
+
+
+class MemoryFactUsage(Base):
+    """How often a fact was returned by retrieval, and when last (seeds R12; migration 0007).
+
+    Apart from ``memory_facts`` so that counting a retrieval never writes a new version of the
+    wide fact row (its embedding leaves no room on the page) with an entry in each of its
+    indexes: this row is narrow, its pages half empty (fillfactor 50) and its only index is
+    the primary key, so an update is HOT and touches no index. Written by
+    :mod:`memory_core.read.bookkeeping`; a fact never retrieved has no row (counters 0 / NULL).
+    """
+
+    __tablename__ = "memory_fact_usage"
+    __table_args__ = ({"postgresql_with": {"fillfactor": 50}},)
+
+    fact_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("memory_facts.id", ondelete="CASCADE"), primary_key=True)
+    # The fact's agent, copied: every write is scoped by it (reached by fact_id, so not indexed).
+    agent_id: Mapped[str] = mapped_column(Text)
+    times_retrieved: Mapped[int] = mapped_column(Integer, server_default=sql_text("0"))
+    last_retrieved_at: Mapped[datetime | None] = mapped_column()
 
 
 class MemoryFactEntityLink(Base):

@@ -9,7 +9,8 @@ Four signals per active entity, each normalised within the agent to ``[0, 1]``:
   fact's ``valid_from``; measured against the agent's own latest activity rather than the
   wall clock, so imported history ranks its entities like a live memory would
   (``importance_recency_halflife_days``, 30 d);
-* **retrieval frequency** (0.25): the sum of ``times_retrieved`` of those facts;
+* **retrieval frequency** (0.25): the sum of ``times_retrieved`` of those facts (their rows of
+  ``memory_fact_usage``);
 * **relationship degree** (0.20): incoming + outgoing active edges.
 
 Counts are heavy-tailed (the user's own entity has hundreds of facts), so density,
@@ -45,10 +46,11 @@ _IMPORTANCE_SQL = text(
     linked AS (
         SELECT l.entity_key,
                count(DISTINCT f.id) AS facts,
-               sum(f.times_retrieved) AS retrieved,
+               sum(u.times_retrieved) AS retrieved,
                max(f.valid_from) AS newest_fact
         FROM memory_fact_entity_links l
         JOIN memory_facts f ON f.id = l.fact_id AND f.agent_id = :agent
+        LEFT JOIN memory_fact_usage u ON u.fact_id = f.id
         WHERE l.agent_id = :agent AND f.valid_to IS NULL
         GROUP BY l.entity_key
     ),

@@ -26,11 +26,11 @@ Three steps per agent, each bounded:
    group (vitality, then confidence, reinforcement, recency) is kept; each duplicate is closed
    as the write path closes a replaced fact (``valid_to`` and ``invalidated_at`` = now, so time
    travel still finds it), the kept fact takes over its reinforcements (+1 for the repetition
-   itself), retrievals, confidence if higher, entity links, and the relationships it was
-   evidence for, and points at it through ``supersedes_fact_id`` when it has no predecessor yet
-   (one pointer column: with several duplicates only the first is recorded there; the others
-   stay readable by id). At most :data:`MAX_MERGE_GROUPS` groups a run; pairs are sought among
-   each entity's :data:`MERGE_SCAN_FACTS` newest facts.
+   itself), retrieval counts (in ``memory_fact_usage``), confidence if higher, entity links, and
+   the relationships it was evidence for, and points at it through ``supersedes_fact_id`` when
+   it has no predecessor yet (one pointer column: with several duplicates only the first is
+   recorded there; the others stay readable by id). At most :data:`MAX_MERGE_GROUPS` groups a
+   run; pairs are sought among each entity's :data:`MERGE_SCAN_FACTS` newest facts.
 
 3. **Distillation** of episodic facts into general knowledge: an entity's active facts that
    share an attribute key, at least :data:`DISTILL_MIN_FACTS` of them (repeated instances of
@@ -142,15 +142,17 @@ _VITALITY_SQL = text(
     WITH scored AS (
         SELECT f.id,
                LEAST(1.0, GREATEST(0.0, (
-                   :w_retrieval * LEAST(1.0, ln(1 + GREATEST(f.times_retrieved, 0)) / ln(1 + :saturation))
+                   :w_retrieval * LEAST(1.0, ln(1 + GREATEST(COALESCE(u.times_retrieved, 0), 0))
+                                           / ln(1 + :saturation))
                    + :w_recency * power(0.5, GREATEST(0.0, EXTRACT(EPOCH FROM (
-                         :now - COALESCE(f.last_retrieved_at, f.last_confirmed_at, f.created_at)))) / 86400.0
+                         :now - COALESCE(u.last_retrieved_at, f.last_confirmed_at, f.created_at)))) / 86400.0
                          / :half_life)
                    + :w_confidence * LEAST(1.0, GREATEST(0.0, f.confidence))
                    + :w_reinforcement * LEAST(GREATEST(f.reinforcement_count, 0), :cap) / CAST(:cap AS float8)
                ) * power(:penalty, GREATEST(f.user_correction_count, 0)))) AS vitality,
                f.is_stale AS was_stale
         FROM memory_facts f
+        LEFT JOIN memory_fact_usage u ON u.fact_id = f.id
         WHERE f.agent_id = :agent AND f.valid_to IS NULL
     ),
     changed AS (
@@ -225,14 +227,17 @@ _PAIRS_SQL = text(
     """
 )
 
+# NO KEY UPDATE, the lock the merge's own UPDATEs take: it still excludes concurrent writers and
+# deletions of these facts, but not the foreign key checks of rows that reference them, so
+# retrieval bookkeeping inserting a fact's first count never waits for a merge.
 _LOCK_FACTS_SQL = text(
     """
-    SELECT id, entity_key, confidence, reinforcement_count, times_retrieved, last_retrieved_at,
-           last_confirmed_at, valid_from, vitality_score, supersedes_fact_id
+    SELECT id, entity_key, confidence, reinforcement_count, last_confirmed_at, valid_from,
+           vitality_score, supersedes_fact_id
     FROM memory_facts
     WHERE agent_id = :agent AND id = ANY(CAST(:ids AS uuid[])) AND valid_to IS NULL
     ORDER BY id
-    FOR UPDATE
+    FOR NO KEY UPDATE
     """
 )
 
@@ -245,20 +250,32 @@ _ABSORB_SQL = text(
     """
     UPDATE memory_facts k SET
         reinforcement_count = k.reinforcement_count + d.reinforcements,
-        times_retrieved = k.times_retrieved + d.retrievals,
-        last_retrieved_at = GREATEST(k.last_retrieved_at, d.last_retrieved),
         -- A duplicate said after the kept fact was stated is a repetition: a confirmation then.
         last_confirmed_at = GREATEST(k.last_confirmed_at, d.last_confirmed,
                                      CASE WHEN d.said > k.valid_from THEN d.said END),
         confidence = GREATEST(k.confidence, d.confidence),
         supersedes_fact_id = COALESCE(k.supersedes_fact_id, CAST(:first AS uuid))
     FROM (
-        SELECT sum(reinforcement_count + 1) AS reinforcements, sum(times_retrieved) AS retrievals,
-               max(last_retrieved_at) AS last_retrieved, max(last_confirmed_at) AS last_confirmed,
+        SELECT sum(reinforcement_count + 1) AS reinforcements, max(last_confirmed_at) AS last_confirmed,
                max(confidence) AS confidence, max(valid_from) AS said
         FROM memory_facts WHERE agent_id = :agent AND id = ANY(CAST(:ids AS uuid[]))
     ) d
     WHERE k.agent_id = :agent AND k.id = :kept
+    """
+)
+
+# The duplicates' retrieval counters added to the kept fact's (an upsert: the kept fact may never
+# have been retrieved itself). Nothing is written when no duplicate was ever retrieved.
+_ABSORB_USAGE_SQL = text(
+    """
+    INSERT INTO memory_fact_usage (fact_id, agent_id, times_retrieved, last_retrieved_at)
+    SELECT CAST(:kept AS uuid), :agent, sum(u.times_retrieved), max(u.last_retrieved_at)
+    FROM memory_fact_usage u
+    WHERE u.agent_id = :agent AND u.fact_id = ANY(CAST(:ids AS uuid[]))
+    HAVING count(*) > 0
+    ON CONFLICT (fact_id) DO UPDATE
+    SET times_retrieved = memory_fact_usage.times_retrieved + excluded.times_retrieved,
+        last_retrieved_at = GREATEST(memory_fact_usage.last_retrieved_at, excluded.last_retrieved_at)
     """
 )
 
@@ -340,6 +357,7 @@ def _merge_group(
         return None
     params = {"agent": agent_id, "ids": closed, "kept": kept, "first": closed[0], "now": now}
     session.execute(_ABSORB_SQL, params)
+    session.execute(_ABSORB_USAGE_SQL, params)
     session.execute(_CLOSE_DUPLICATES_SQL, params)
     session.execute(_MOVE_LINKS_SQL, params)
     session.execute(_MOVE_EVIDENCE_SQL, params)

@@ -1,23 +1,37 @@
 """Retrieval bookkeeping (seeds R12): count how often each fact is returned, and when it last was.
 
-``times_retrieved`` and ``last_retrieved_at`` (columns of ``memory_facts``) feed dynamic
-importance, memify's vitality and the entity importance job.
+``times_retrieved`` and ``last_retrieved_at`` feed dynamic importance, memify's vitality and the
+entity importance job. They live in ``memory_fact_usage`` (migration 0007), one row per fact that
+was ever returned, not in ``memory_facts``.
+
+Why a table of their own
+------------------------
+A fact row carries its 384-float embedding, so a page of ``memory_facts`` holds about five rows
+and seldom has room for a new row version: when the counters were columns of the fact, counting
+a retrieval mostly wrote a new version of the fact in another page, with an entry in each of the
+table's ~14 indexes, both HNSW graphs included (only 24-68% of those updates were HOT in the
+benchmarks). A flush of ~1,000 facts cost 1-4 s of PostgreSQL time on the 1M-fact benchmark.
+Now a retrieval never writes a fact row. A usage row is narrow and its pages are half empty
+(fillfactor 50), so its new version normally fits on the same page, and the only index is the
+primary key, which an update never changes: the update is HOT and touches no index. The first
+count of a fact inserts its row (one primary-key entry), and the foreign key check takes a
+``KEY SHARE`` lock on the fact row (it marks the row; no new version, no index entry).
 
 Why the counts are written behind the request
 ---------------------------------------------
-A fact row carries its 384-float embedding, so a page holds about five of them and has no room
-for a new row version: an ``UPDATE`` of the counters is rarely HOT and inserts an entry into every
-index of the table, the HNSW graph included (milliseconds per row). Done in the request, it was
-the largest stage of a retrieval (30-90 ms of a 40-650 ms p50 in the 1M-fact benchmark).
-
-So a retrieval only *queues* its returned fact ids in :class:`RetrievalBookkeeper`, in memory,
-and a background thread applies the queue every ``flush_interval_s`` in one ``UPDATE`` per batch:
-repeated retrievals of the same fact become one row version with ``times_retrieved + n``, and
-``last_retrieved_at`` is the time of the latest retrieval (not of the flush). Rows another
-transaction holds are skipped and stay queued for the next flush (a few tries), so contention
-delays counts instead of losing them. What is lost: the queue of a process that is killed
-without ``close()`` (at most ``flush_interval_s`` of counts; they only feed scores that tolerate
-it). ``flush_interval_s <= 0`` writes synchronously in the request, as before.
+Even cheap, a write per retrieval costs a transaction and contends with the other API processes
+counting the same popular facts. So a retrieval only *queues* its returned fact ids in
+:class:`RetrievalBookkeeper`, in memory, and a background thread applies the queue every
+``flush_interval_s`` in one upsert per batch: repeated retrievals of the same fact become one
+``times_retrieved + n``, and ``last_retrieved_at`` is the time of the latest retrieval (not of
+the flush). The upsert joins the facts on (id, agent), so it never counts one agent's retrieval
+on another agent's fact and drops facts deleted meanwhile; it writes in fact-id order, so
+concurrent flushes of several API processes wait for each other instead of deadlocking. A flush
+that cannot get its locks within ``BOOKKEEPING_LOCK_TIMEOUT_MS`` (a fact being deleted, another
+process's flush stuck) or fails otherwise keeps its counts queued for the next flush (a few
+tries), so contention delays counts instead of losing them. What is lost: the queue of a process
+that is killed without ``close()`` (at most ``flush_interval_s`` of counts; they only feed scores
+that tolerate it). ``flush_interval_s <= 0`` writes synchronously in the request.
 """
 
 from __future__ import annotations
@@ -41,33 +55,44 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-# A flush waits at most this long for anything (it skips locked rows, so this is a safety net).
-BOOKKEEPING_LOCK_TIMEOUT_MS = 1000
-# Rows per UPDATE statement of a flush.
+# A flush waits at most this long for a lock, then gives up and keeps its counts queued. What it
+# may wait for: another process's flush of the same facts (milliseconds), memify's merge adding
+# counts to the fact it keeps, and, for a fact's first count only (the foreign key check locks
+# the fact row), a transaction that deletes the fact or holds it FOR UPDATE (the write path).
+# Below PostgreSQL's default deadlock_timeout (1 s): in a lock cycle with one of those, the flush
+# times out before the other side's deadlock check would pick a victim, so the flush yields.
+BOOKKEEPING_LOCK_TIMEOUT_MS = 500
+# Facts per upsert statement of a flush.
 BOOKKEEPING_FLUSH_BATCH = 2000
-# A queued count whose row stayed locked (or vanished) this many flushes in a row is dropped.
+# A queued count whose flush failed (lock timeout, lost connection) this many times in a row is dropped.
 BOOKKEEPING_MAX_TRIES = 5
 # The queue never grows past this many distinct facts: beyond it, a flush runs in the caller.
 _MAX_PENDING = 50_000
 
-# Rows another transaction holds are skipped (SKIP LOCKED), never waited for: they stay queued.
-# RETURNING tells which rows were counted.
+# One row per queued fact, upserted. The join keeps only facts that exist and belong to the
+# queued agent (a fact deleted since it was returned is dropped, and no agent counts on another's
+# fact id); rows are written in id order, so two flushes touching the same facts lock them in the
+# same order. RETURNING tells which facts were counted.
+_UPSERT_SQL = """
+    INSERT INTO memory_fact_usage (fact_id, agent_id, times_retrieved, last_retrieved_at)
+    SELECT f.id, f.agent_id, {count}, {at}
+    FROM {queued}
+    JOIN memory_facts f ON f.id = q.id AND f.agent_id = {agent}
+    ORDER BY q.id
+    ON CONFLICT (fact_id) DO UPDATE
+    SET times_retrieved = memory_fact_usage.times_retrieved + excluded.times_retrieved,
+        last_retrieved_at = GREATEST(memory_fact_usage.last_retrieved_at, excluded.last_retrieved_at)
+    RETURNING CAST(fact_id AS text)
+"""
+
 _APPLY_SQL = text(
-    """
-    UPDATE memory_facts f
-    SET times_retrieved = f.times_retrieved + d.n,
-        last_retrieved_at = GREATEST(f.last_retrieved_at, d.at)
-    FROM (
-        SELECT q.id, q.n, q.at
-        FROM unnest(CAST(:agents AS text[]), CAST(:ids AS uuid[]), CAST(:ns AS int[]), CAST(:ats AS timestamptz[]))
-             AS q(agent, id, n, at)
-        JOIN LATERAL (
-            SELECT 1 FROM memory_facts l WHERE l.id = q.id AND l.agent_id = q.agent FOR UPDATE SKIP LOCKED
-        ) AS locked ON true
-    ) AS d
-    WHERE f.id = d.id
-    RETURNING CAST(f.id AS text)
-    """
+    _UPSERT_SQL.format(
+        queued="unnest(CAST(:agents AS text[]), CAST(:ids AS uuid[]), CAST(:ns AS int[]), "
+        "CAST(:ats AS timestamptz[])) AS q(agent, id, n, at)",
+        agent="q.agent",
+        count="q.n",
+        at="q.at",
+    )
 )
 
 
@@ -163,7 +188,12 @@ class RetrievalBookkeeper:
             return not left
 
     def _apply(self, batch: dict[str, _Pending]) -> dict[str, _Pending]:
-        """Write ``batch``; what could not be written and may be retried."""
+        """Write ``batch``; what could not be written and may be retried.
+
+        A chunk whose statement failed (a lock wait past the timeout, a lost connection) is
+        retried whole at the next flush. A fact the statement left out is gone or not the
+        queued agent's: retrying cannot count it, so it is dropped.
+        """
         items = sorted(batch.items())
         left: dict[str, _Pending] = {}
         for start in range(0, len(items), BOOKKEEPING_FLUSH_BATCH):
@@ -186,13 +216,14 @@ class RetrievalBookkeeper:
                     )
             except Exception:  # bookkeeping is best effort: retried at the next flush
                 logger.warning("could not write retrieval counts of %d facts", len(chunk), exc_info=True)
-                written = set()
-            for fact_id, item in chunk:
-                if fact_id in written:
-                    continue
-                item.tries += 1
-                if item.tries < BOOKKEEPING_MAX_TRIES:
-                    left[fact_id] = item
+                for fact_id, item in chunk:
+                    item.tries += 1
+                    if item.tries < BOOKKEEPING_MAX_TRIES:
+                        left[fact_id] = item
+                continue
+            dropped = len(chunk) - len(written)
+            if dropped:
+                logger.debug("%d retrieved facts were deleted (or not their agent's); not counted", dropped)
         return left
 
     def close(self) -> None:
@@ -205,23 +236,19 @@ class RetrievalBookkeeper:
         self.flush()
 
 
-# Synchronous form (``flush_interval_s <= 0``): one retrieval, one UPDATE, locked rows skipped.
+# Synchronous form (``flush_interval_s <= 0``): one retrieval, one upsert, now.
 _RECORD_SQL = text(
-    """
-    UPDATE memory_facts f
-    SET times_retrieved = f.times_retrieved + 1, last_retrieved_at = now()
-    FROM (
-        SELECT id FROM memory_facts
-        WHERE agent_id = :agent AND id = ANY(CAST(:ids AS uuid[]))
-        FOR UPDATE SKIP LOCKED
-    ) AS locked
-    WHERE f.id = locked.id
-    """
+    _UPSERT_SQL.format(
+        queued="unnest(CAST(:ids AS uuid[])) AS q(id)",
+        agent="CAST(:agent AS text)",
+        count="1",
+        at="now()",
+    )
 )
 
 
 def record_retrievals(sessions: sessionmaker[Session], agent_id: str, fact_ids: Sequence[str]) -> bool:
-    """Increment ``times_retrieved`` and stamp ``last_retrieved_at`` of ``fact_ids`` in one UPDATE, now.
+    """Increment ``times_retrieved`` and stamp ``last_retrieved_at`` of ``fact_ids`` in one upsert, now.
 
     Returns ``True`` when the counters were written; any error is logged and returns ``False``.
     """

@@ -19,18 +19,20 @@ from memory_core.read.schemas import EntityDetail, FactDetail
 
 __all__ = ["delete_all_facts", "delete_fact", "get_fact", "list_entities", "list_facts"]
 
+# ``u``: the fact's retrieval counters (memory_fact_usage; a fact never retrieved has no row there).
 _FACT_COLUMNS = """
     f.id, f.entity_key, COALESCE(f.entity_name, e.display_name) AS entity_name,
     COALESCE(f.entity_type, e.entity_type) AS entity_type, f.attribute_key, f.fact_text, f.confidence,
     f.importance, f.speaker, f.source_event_id, f.supersedes_fact_id, f.valid_from, f.valid_to,
-    f.invalidated_at, f.reinforcement_count, f.times_retrieved, f.last_retrieved_at, f.source_context,
-    f.created_at
+    f.invalidated_at, f.reinforcement_count, COALESCE(u.times_retrieved, 0) AS times_retrieved,
+    u.last_retrieved_at, f.source_context, f.created_at
 """
 
 
 _GET_SQL = """
 SELECT {columns} FROM memory_facts f
 LEFT JOIN memory_entities e ON e.agent_id = f.agent_id AND e.canonical_key = f.entity_key
+LEFT JOIN memory_fact_usage u ON u.fact_id = f.id
 WHERE f.agent_id = :agent AND f.id = :id
 """
 
@@ -40,6 +42,7 @@ _COUNT_ACTIVE_SQL = "SELECT count(*) FROM memory_facts f WHERE f.agent_id = :age
 _LIST_SQL = """
 SELECT {columns} FROM memory_facts f
 LEFT JOIN memory_entities e ON e.agent_id = f.agent_id AND e.canonical_key = f.entity_key
+LEFT JOIN memory_fact_usage u ON u.fact_id = f.id
 WHERE f.agent_id = :agent AND f.valid_to IS NULL {scope}
 ORDER BY f.created_at DESC, f.valid_from DESC, f.id
 LIMIT :limit OFFSET :offset
@@ -153,9 +156,9 @@ _REFRESH_COUNTS = text(
 def delete_fact(session: Session, agent_id: str, fact_id: str) -> bool:
     """Hard-delete one fact; ``True`` when it existed for this agent.
 
-    Its entity links go with it (``ON DELETE CASCADE``); relationships it was the evidence of, and
-    facts that superseded it, keep existing without the reference (``ON DELETE SET NULL``). The
-    ``fact_count`` of the entities it was linked to is recomputed.
+    Its entity links and retrieval counters go with it (``ON DELETE CASCADE``); relationships it
+    was the evidence of, and facts that superseded it, keep existing without the reference
+    (``ON DELETE SET NULL``). The ``fact_count`` of the entities it was linked to is recomputed.
     """
     parsed = _uuid(fact_id)
     if parsed is None:

@@ -60,6 +60,7 @@ __all__ = [
     "HNSW_EF_SEARCH",
     "HNSW_MIN_EXPECTED_HITS",
     "HNSW_OVERFETCH",
+    "USAGE_JOIN",
     "GraphNode",
     "SignalRequest",
     "SignalResult",
@@ -359,14 +360,19 @@ broad AS (
     LIMIT :broad_limit
 )"""
 
-# The columns a Candidate is built from (``f`` = memory_facts, ``ev`` = its source event), first
-# in every statement base_candidate() reads, in this order (it reads them by position).
+# The columns a Candidate is built from (``f`` = memory_facts, ``ev`` = its source event, ``u`` =
+# its retrieval counters, :data:`USAGE_JOIN`), first in every statement base_candidate() reads, in
+# this order (it reads them by position).
 FACT_COLUMNS = """f.id, f.entity_key, f.entity_name, f.entity_type, f.attribute_key, f.fact_text, f.speaker,
        f.confidence, f.importance, f.valid_from, f.valid_to, f.created_at, f.reinforcement_count,
-       f.last_confirmed_at, f.times_retrieved, f.last_retrieved_at, f.user_correction_count,
+       f.last_confirmed_at, COALESCE(u.times_retrieved, 0), u.last_retrieved_at, f.user_correction_count,
        f.cluster_id, f.source_event_id, ev.message_id,
        (SELECT me.importance_score FROM memory_entities me
         WHERE me.agent_id = f.agent_id AND me.canonical_key = f.entity_key) AS entity_importance"""
+
+# The join every statement selecting FACT_COLUMNS needs: one primary-key probe per fact; a fact
+# never retrieved has no row (0 and NULL).
+USAGE_JOIN = "LEFT JOIN memory_fact_usage u ON u.fact_id = f.id"
 
 _FINAL_SELECT = """
 SELECT {fact_columns},
@@ -379,6 +385,7 @@ FROM ({candidates}) AS cand
 JOIN memory_facts f ON f.id = cand.id
 {joins}
 LEFT JOIN memory_events ev ON ev.id = f.source_event_id
+{usage_join}
 """
 
 
@@ -557,7 +564,11 @@ def _statement(request: SignalRequest, strategy: VectorStrategy | None) -> tuple
         return "", params
     sql = "WITH " + ",\n".join(cte.strip() for cte in ctes) + "\n"
     sql += _FINAL_SELECT.format(
-        fact_columns=FACT_COLUMNS, candidates=" UNION ".join(sources), joins="\n".join(joins), **columns
+        fact_columns=FACT_COLUMNS,
+        candidates=" UNION ".join(sources),
+        joins="\n".join(joins),
+        usage_join=USAGE_JOIN,
+        **columns,
     )
     return sql, params
 

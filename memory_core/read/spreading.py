@@ -40,7 +40,7 @@ from memory_core.read.compress import ClusterInfo, ContextPattern
 from memory_core.read.entities import TimeWindow, fact_validity_sql, window_params
 from memory_core.read.focus import MIN_SPECIFICITY, specificity
 from memory_core.read.rank import Candidate, compute_dynamic_importance
-from memory_core.read.signals import ELIGIBLE_CTE, FACT_COLUMNS, base_candidate, fact_filter_sql
+from memory_core.read.signals import ELIGIBLE_CTE, FACT_COLUMNS, USAGE_JOIN, base_candidate, fact_filter_sql
 from memory_core.write.repository import vector_literal
 
 __all__ = [
@@ -172,6 +172,7 @@ SELECT {fact_columns}, h.level, h.via, h.origin, h.via_facts, {similarity} AS si
 FROM hits h
 JOIN memory_facts f ON f.id = h.id
 LEFT JOIN memory_events ev ON ev.id = f.source_event_id
+{usage_join}
 """
 
 
@@ -268,6 +269,7 @@ def spread_activation(
             levels=" UNION ALL ".join(levels),
             fact_filter=fact_filter,
             fact_columns=FACT_COLUMNS,
+            usage_join=USAGE_JOIN,
             similarity=similarity,
         ).strip()
     )

@@ -217,6 +217,7 @@ def _agent_rows(agent: str, scale: Scale, rng: random.Random, now: datetime) -> 
     events: list[dict[str, Any]] = []
     facts: list[dict[str, Any]] = []
     links: list[dict[str, Any]] = []
+    usage: list[dict[str, Any]] = []
     fact_counts: Counter[str] = Counter()
     for position in range(scale.facts_per_agent):
         kind, key, name = rng.choices(people_only, weights)[0]
@@ -268,12 +269,20 @@ def _agent_rows(agent: str, scale: Scale, rng: random.Random, now: datetime) -> 
                 "valid_to": occurred + timedelta(days=1) if superseded else None,
                 "source_event_id": event_id,
                 "reinforcement_count": int(rng.paretovariate(2.0)) - 1,
-                "times_retrieved": retrieved,
-                "last_retrieved_at": now - timedelta(days=rng.uniform(0, 90)) if retrieved else None,
                 "created_at": occurred,
                 "ingested_at": occurred,
             }
         )
+        if retrieved:
+            # Retrieval counters live apart from the fact (migration 0007); never retrieved = no row.
+            usage.append(
+                {
+                    "fact_id": fact_id,
+                    "agent_id": agent,
+                    "times_retrieved": retrieved,
+                    "last_retrieved_at": now - timedelta(days=rng.uniform(0, 90)),
+                }
+            )
         fact_counts[key] += 0 if superseded else 1
         links.append({"agent_id": agent, "fact_id": fact_id, "entity_key": key, "is_primary": True})
         mentioned = next((e for e in entities if e[2] in (other, place, org) and e[1] != key), None)
@@ -305,6 +314,7 @@ def _agent_rows(agent: str, scale: Scale, rng: random.Random, now: datetime) -> 
         "memory_entities": entity_rows,
         "memory_events": events,
         "memory_facts": facts,
+        "memory_fact_usage": usage,
         "memory_fact_entity_links": links,
         "memory_entity_relationships": edges,
     }

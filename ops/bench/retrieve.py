@@ -2064,21 +2064,19 @@ def abbreviate(lines: Sequence[str]) -> list[str]:
 
 
 def update_statistics(database_url: str) -> Row:
-    """How the retrieval bookkeeping's UPDATEs of memory_facts went: HOT (in place) or with index inserts."""
+    """How the retrieval bookkeeping's writes of memory_fact_usage went: HOT updates (no index entry) / all."""
     with psycopg.connect(database_url, autocommit=True) as conn:
         conn.execute("SELECT pg_stat_force_next_flush()")
         stats = conn.execute(
-            "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'memory_facts'"
+            "SELECT n_tup_ins, n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'memory_fact_usage'"
         ).fetchone()
-        indexes = conn.execute("SELECT count(*) FROM pg_index WHERE indrelid = 'memory_facts'::regclass").fetchone()
-    updated, hot = (int(stats[0]), int(stats[1])) if stats else (0, 0)
-    count = int(indexes[0]) if indexes else 0
+    inserted, updated, hot = (int(stats[0]), int(stats[1]), int(stats[2])) if stats else (0, 0, 0)
     share = hot / updated if updated else math.nan
     return Row(
         "whole run",
-        "memory_facts rows updated by retrieval bookkeeping: HOT / all",
-        f"{hot:,} / {updated:,} ({share:.0%}); every other update inserted an entry into each of the table's "
-        f"{count} indexes, the HNSW one included",
+        "memory_fact_usage rows updated by retrieval bookkeeping: HOT / all",
+        f"{hot:,} / {updated:,} ({share:.0%}); every other update inserted a primary-key entry; "
+        f"{inserted:,} first counts inserted a row (one primary-key entry each)",
     )
 
 

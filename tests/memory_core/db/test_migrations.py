@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.exc import IntegrityError
@@ -21,6 +23,7 @@ SERVICE_TABLES = {
     "memory_events",
     "memory_facts",
     "memory_fact_entity_links",
+    "memory_fact_usage",
     "memory_entities",
     "memory_entity_aliases",
     "memory_entity_relationships",
@@ -111,7 +114,8 @@ def test_every_agent_scoped_table_has_an_index_led_by_agent_id(migrated_database
     engine = create_engine(migrated_database_url)
     try:
         inspector = inspect(engine)
-        for table in SERVICE_TABLES - {"schema_info", "memory_fact_entity_links"}:
+        # memory_fact_usage is only reached by its fact's id, from a fact row scoped by agent.
+        for table in SERVICE_TABLES - {"schema_info", "memory_fact_entity_links", "memory_fact_usage"}:
             if "agent_id" not in {column["name"] for column in inspector.get_columns(table)}:
                 continue
             leading = [index["column_names"][0] for index in inspector.get_indexes(table)]
@@ -172,5 +176,49 @@ def test_event_arrival_order_numbers_new_rows_only(services: TestServices) -> No
         assert seqs["after 2"] > seqs["after 1"]
         indexes = {index["name"] for index in inspect(engine).get_indexes("memory_events")}
         assert "ix_memory_events_agent_session_order" in indexes
+    finally:
+        engine.dispose()
+
+
+def test_retrieval_counters_move_to_the_usage_table_and_back(services: TestServices) -> None:
+    url = services.new_database()
+    settings = load_settings(database_url=url, embedding_dimensions=384)
+    engine = create_engine(url)
+    insert = text(
+        "INSERT INTO memory_facts (agent_id, entity_type, entity_key, fact_text, times_retrieved, last_retrieved_at) "
+        "VALUES ('agent-usage', 'person', 'person:ana', :text, :times, :at) RETURNING CAST(id AS text)"
+    )
+    stamp = datetime(2026, 11, 1, 12, tzinfo=UTC)
+    try:
+        upgrade(settings, "0006")
+        with engine.begin() as conn:
+            asked = conn.execute(insert, {"text": "asked", "times": 7, "at": stamp}).scalar_one()
+            never = conn.execute(insert, {"text": "never asked", "times": 0, "at": None}).scalar_one()
+        upgrade(settings)
+        with engine.connect() as conn:
+            usage = conn.execute(
+                text(
+                    "SELECT CAST(fact_id AS text) AS id, agent_id, times_retrieved, last_retrieved_at "
+                    "FROM memory_fact_usage"
+                )
+            ).all()
+            options = conn.execute(text("SELECT reloptions FROM pg_class WHERE relname = 'memory_fact_usage'")).scalar()
+        # Only facts ever retrieved get a row; the fact table no longer has the columns.
+        assert [(row.id, row.agent_id, row.times_retrieved) for row in usage] == [(asked, "agent-usage", 7)]
+        assert usage[0].last_retrieved_at == stamp
+        assert options == ["fillfactor=50"]
+        columns = {column["name"] for column in inspect(engine).get_columns("memory_facts")}
+        assert not columns & {"times_retrieved", "last_retrieved_at"}
+
+        downgrade(settings, "0006")
+        with engine.connect() as conn:
+            counters = {
+                row.id: (row.times_retrieved, row.last_retrieved_at)
+                for row in conn.execute(
+                    text("SELECT CAST(id AS text) AS id, times_retrieved, last_retrieved_at FROM memory_facts")
+                )
+            }
+        assert counters == {asked: (7, stamp), never: (0, None)}
+        assert "memory_fact_usage" not in inspect(engine).get_table_names()
     finally:
         engine.dispose()

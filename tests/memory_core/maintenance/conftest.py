@@ -67,6 +67,10 @@ class ClockedContext(MaintenanceContext):
         return self.fixed_now or super().now()
 
 
+# Columns update_fact() writes to the fact's row of memory_fact_usage rather than memory_facts.
+USAGE_COLUMNS = ("times_retrieved", "last_retrieved_at")
+
+
 class JobMemory(MemoryBuilder):
     """:class:`MemoryBuilder` plus the bookkeeping columns the jobs read."""
 
@@ -75,12 +79,30 @@ class JobMemory(MemoryBuilder):
         self._run(sql, {"agent": self.agent_id, **params})
 
     def update_fact(self, fact_id: str, **columns: Any) -> None:
-        """Set columns of one fact of this agent (retrieval counts, corrections, dates...)."""
-        assignments = ", ".join(f"{name} = :{name}" for name in columns)
-        self._run(
-            f"UPDATE memory_facts SET {assignments} WHERE id = :id AND agent_id = :agent",
-            {**columns, "id": fact_id, "agent": self.agent_id},
-        )
+        """Set columns of one fact of this agent (retrieval counts, corrections, dates...).
+
+        The retrieval counters (:data:`USAGE_COLUMNS`) go to the fact's row of
+        ``memory_fact_usage``, created when missing, as retrieval bookkeeping keeps them.
+        """
+        usage = {name: columns.pop(name) for name in USAGE_COLUMNS if name in columns}
+        if columns:
+            assignments = ", ".join(f"{name} = :{name}" for name in columns)
+            updated = self._run(
+                f"UPDATE memory_facts SET {assignments} WHERE id = :id AND agent_id = :agent",
+                {**columns, "id": fact_id, "agent": self.agent_id},
+            )
+            assert updated.rowcount == 1, f"no fact {fact_id} of {self.agent_id}"
+        if usage:
+            names = ", ".join(usage)
+            values = ", ".join(f":{name}" for name in usage)
+            assignments = ", ".join(f"{name} = excluded.{name}" for name in usage)
+            written = self._run(
+                f"INSERT INTO memory_fact_usage (fact_id, agent_id, {names}) "
+                f"SELECT id, agent_id, {values} FROM memory_facts WHERE id = :id AND agent_id = :agent "
+                f"ON CONFLICT (fact_id) DO UPDATE SET {assignments}",
+                {**usage, "id": fact_id, "agent": self.agent_id},
+            )
+            assert written.rowcount == 1, f"no fact {fact_id} of {self.agent_id}"
 
     def update_entity(self, key: str, **columns: Any) -> None:
         """Set columns of one entity of this agent."""
@@ -96,8 +118,13 @@ class JobMemory(MemoryBuilder):
         return row
 
     def fact_row(self, fact_id: str) -> Any:
-        """The fact's row."""
-        [row] = self.rows("SELECT * FROM memory_facts WHERE agent_id = :agent AND id = :id", id=fact_id)
+        """The fact's row, with its retrieval counters (0 and None when it was never retrieved)."""
+        [row] = self.rows(
+            "SELECT f.*, COALESCE(u.times_retrieved, 0) AS times_retrieved, u.last_retrieved_at "
+            "FROM memory_facts f LEFT JOIN memory_fact_usage u ON u.fact_id = f.id "
+            "WHERE f.agent_id = :agent AND f.id = :id",
+            id=fact_id,
+        )
         return row
 
 

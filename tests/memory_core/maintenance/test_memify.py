@@ -125,6 +125,7 @@ def test_near_duplicates_are_merged_into_the_strongest_keeping_the_data(
     assert str(kept.supersedes_fact_id) == weak
     assert kept.reinforcement_count == 1 + 2 + 1
     assert kept.times_retrieved == 8
+    assert kept.last_retrieved_at == NOW
     assert kept.confidence == pytest.approx(0.99)
     # The duplicate's mention of the café and the edge it backed now rest on the kept fact.
     links = memory.rows(
@@ -139,6 +140,27 @@ def test_near_duplicates_are_merged_into_the_strongest_keeping_the_data(
 
     second = run_job(context, memory.agent_id, "memify")
     assert second["merges_executed"] == 0
+
+
+def test_a_kept_fact_never_retrieved_takes_over_its_duplicates_retrieval_counts(
+    make_context: ContextFactory, memory: JobMemory
+) -> None:
+    ana = memory.entity("Ana")
+    kept = memory.fact("Ana loves strong black coffee", ana, attribute_key="preference.drink")
+    duplicate = memory.fact("ana LOVES strong black coffee!", ana, attribute_key="preference.drink")
+    # Retrieved once, a year ago: its vitality falls below the never-retrieved, fresh fact's.
+    long_ago = NOW - timedelta(days=365)
+    memory.update_fact(duplicate, times_retrieved=1, last_retrieved_at=long_ago)
+    assert count(memory, "SELECT count(*) FROM memory_fact_usage WHERE fact_id = :id", id=kept) == 0
+    context = make_context(skills_bundle(distill=OfflineDistillSkill()), now=NOW)
+
+    result = run_job(context, memory.agent_id, "memify")
+
+    assert result["merges"] == [[kept, duplicate]]
+    row = memory.fact_row(kept)
+    assert (row.times_retrieved, row.last_retrieved_at) == (1, long_ago)
+    # The closed duplicate keeps its own counts (as it kept its other columns).
+    assert memory.fact_row(duplicate).times_retrieved == 1
 
 
 def test_facts_that_differ_in_their_informative_word_are_never_merged(

@@ -289,8 +289,9 @@ def _counts(ctx: ReadContext, agent_id: str) -> dict[str, tuple[int, datetime | 
     with ctx.engine.connect() as connection:
         rows = connection.execute(
             text(
-                "SELECT CAST(id AS text) AS id, times_retrieved, last_retrieved_at FROM memory_facts "
-                "WHERE agent_id = :a"
+                "SELECT CAST(f.id AS text) AS id, COALESCE(u.times_retrieved, 0) AS times_retrieved, "
+                "u.last_retrieved_at FROM memory_facts f LEFT JOIN memory_fact_usage u ON u.fact_id = f.id "
+                "WHERE f.agent_id = :a"
             ),
             {"a": agent_id},
         ).all()

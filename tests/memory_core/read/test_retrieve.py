@@ -318,7 +318,8 @@ def test_retrieval_counters_are_incremented_for_returned_facts_only(
     rows = {
         str(row.id): row
         for row in memory.rows(
-            "SELECT id, times_retrieved, last_retrieved_at FROM memory_facts WHERE agent_id = :agent"
+            "SELECT f.id, COALESCE(u.times_retrieved, 0) AS times_retrieved, u.last_retrieved_at "
+            "FROM memory_facts f LEFT JOIN memory_fact_usage u ON u.fact_id = f.id WHERE f.agent_id = :agent"
         )
     }
     assert rows[returned].times_retrieved == 2
