@@ -312,7 +312,7 @@ class MemoryFact(Base):
 
 
 class MemoryFactUsage(Base):
-    """How often a fact was returned by retrieval, and when last (seeds R12; migration 0007).
+    """How often a fact was returned by retrieval, and when last (seeds R12; migration 0009).
 
     Apart from ``memory_facts`` so that counting a retrieval never writes a new version of the
     wide fact row (its embedding leaves no room on the page) with an entry in each of its

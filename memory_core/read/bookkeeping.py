@@ -1,7 +1,7 @@
 """Retrieval bookkeeping (seeds R12): count how often each fact is returned, and when it last was.
 
 ``times_retrieved`` and ``last_retrieved_at`` feed dynamic importance, memify's vitality and the
-entity importance job. They live in ``memory_fact_usage`` (migration 0007), one row per fact that
+entity importance job. They live in ``memory_fact_usage`` (migration 0009), one row per fact that
 was ever returned, not in ``memory_facts``.
 
 Why a table of their own

@@ -274,7 +274,7 @@ def _agent_rows(agent: str, scale: Scale, rng: random.Random, now: datetime) -> 
             }
         )
         if retrieved:
-            # Retrieval counters live apart from the fact (migration 0007); never retrieved = no row.
+            # Retrieval counters live apart from the fact (migration 0009); never retrieved = no row.
             usage.append(
                 {
                     "fact_id": fact_id,

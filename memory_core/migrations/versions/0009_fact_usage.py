@@ -19,8 +19,8 @@ Upgrade copies the counters of facts that were ever retrieved, then drops the tw
 it commits; the last step blocks reads too, for an instant (docs/production.md). Downgrade puts
 the columns back and copies the counters into them.
 
-Revision ID: 0007
-Revises: 0006
+Revision ID: 0009
+Revises: 0008
 Create Date: 2026-11-30 11:00:00
 """
 
@@ -28,8 +28,8 @@ from collections.abc import Sequence
 
 from alembic import op
 
-revision: str = "0007"
-down_revision: str | None = "0006"
+revision: str = "0009"
+down_revision: str | None = "0008"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
