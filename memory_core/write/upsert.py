@@ -104,9 +104,11 @@ _FACT = sql(
     "SELECT id, fact_text, attribute_key, valid_from, valid_to, confidence FROM memory_facts "
     "WHERE id = :id AND agent_id = :agent"
 )
+# FOR NO KEY UPDATE: the apply changes a fact's validity and counters, never its id, and this
+# lock leaves the KEY SHARE a retrieval count's foreign key check takes (memory_fact_usage) free.
 _FACT_FOR_UPDATE = sql(
     "SELECT id, fact_text, attribute_key, valid_from, valid_to, confidence FROM memory_facts "
-    "WHERE id = :id AND agent_id = :agent FOR UPDATE"
+    "WHERE id = :id AND agent_id = :agent FOR NO KEY UPDATE"
 )
 
 
@@ -414,7 +416,7 @@ class Applier:
             sql(
                 "SELECT id, fact_text, attribute_key, valid_from, valid_to, confidence FROM memory_facts "
                 "WHERE agent_id = :agent AND entity_key = :key AND attribute_key = :attr AND valid_to IS NULL "
-                "ORDER BY valid_from DESC, created_at DESC, id FOR UPDATE"
+                "ORDER BY valid_from DESC, created_at DESC, id FOR NO KEY UPDATE"
             ),
             {"agent": self.agent_id, "key": decision.entity_key, "attr": decision.attribute_key},
         ).all()
