@@ -2202,7 +2202,7 @@ def build_agent_indexes(database_url: str, min_facts: int) -> list[tuple[str, in
             with Session(bind=connection) as session:
                 needed = agents_needing_index(session, min_facts)
         for agent_id, facts in needed:
-            print(f"  vector index of {agent_id} ({facts:,} facts)...", flush=True)
+            print(f"  vector and keyword indexes of {agent_id} ({facts:,} facts)...", flush=True)
             outcome = build_agent_index(engine, agent_id)
             built.append((agent_id, facts, outcome.seconds, outcome.reason))
     finally:
@@ -2211,17 +2211,17 @@ def build_agent_indexes(database_url: str, min_facts: int) -> list[tuple[str, in
 
 
 def agent_index_report(built: Sequence[tuple[str, int, float, str]], min_facts: int) -> PhaseReport:
-    """Rows about the per-agent vector indexes built after the load."""
+    """Rows about the per-agent vector and keyword indexes built after the load."""
     report = PhaseReport()
     total = sum(seconds for _, _, seconds, _ in built)
     largest = max(built, key=lambda item: item[1], default=None)
     detail = f"{len(built)} agents with >= {min_facts:,} facts; {secs(total)} in all"
     if largest is not None:
         detail += f" (largest: {largest[0]}, {largest[1]:,} facts, {secs(largest[2])})"
-    report.rows.append(Row("dataset", "per-agent partial HNSW indexes (maintenance, CONCURRENTLY)", detail))
+    report.rows.append(Row("dataset", "per-agent partial HNSW + GIN indexes (maintenance, CONCURRENTLY)", detail))
     if built:
         report.notes.append(
-            "dataset: per-agent vector indexes: "
+            "dataset: per-agent vector and keyword indexes: "
             + ", ".join(
                 f"{agent} {facts:,} facts {secs(seconds)} ({reason})" for agent, facts, seconds, reason in built
             )
