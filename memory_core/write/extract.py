@@ -8,6 +8,7 @@ extraction; blind failing yields an empty extraction (the event is kept and can 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -49,14 +50,20 @@ def known_entities_for(
     message: str,
     message_vector: list[float] | None,
     config: MemoryConfig,
+    *,
+    lookup: repository.KnownAliases | None = None,
 ) -> list[KnownEntity]:
     """Alias lookup (no LLM) then pre-retrieval: each known entity's profile, else its closest facts.
 
     The context budget (``informed_extraction_context_budget_tokens``) is shared by the
-    entities found, in the order they appear in the message.
+    entities found, in the order they appear in the message. ``lookup`` answers the alias and
+    entity lookups when the chunk read them already (:func:`chunk_known_aliases`).
     """
     grams = repository.message_ngrams(message)
-    found = repository.aliases_for(session, agent_id, grams)
+    if lookup is not None:
+        found = lookup.aliases_for(agent_id, grams)
+    else:
+        found = repository.aliases_for(session, agent_id, grams)
     if not found:
         return []
     folded = fold(message)
@@ -67,7 +74,10 @@ def known_entities_for(
         if key not in mention_of:
             keys.append(key)
             mention_of[key] = alias
-    rows = repository.entities_by_keys(session, agent_id, keys)
+    if lookup is not None:
+        rows = lookup.entities_by_keys(agent_id, keys)
+    else:
+        rows = repository.entities_by_keys(session, agent_id, keys)
     budget_chars = config.informed_extraction_context_budget_tokens * CHARS_PER_TOKEN
     per_entity = max(budget_chars // max(len(keys), 1), 80)
     known: list[KnownEntity] = []
@@ -91,6 +101,23 @@ def known_entities_for(
                 entity.facts.append(KnownFact(fact_id=fact.fact_id, text=fact.text, attribute_key=fact.attribute_key))
         known.append(entity)
     return known
+
+
+def chunk_known_aliases(
+    session: Session, messages: Sequence[tuple[str, str]], config_of: Sequence[MemoryConfig]
+) -> repository.KnownAliases:
+    """The alias and entity lookups of a chunk's (agent, message) pairs, in one statement.
+
+    Only messages whose config extracts informed ask anything (blind extraction reads no memory).
+    """
+    return repository.known_aliases(
+        session,
+        (
+            (agent_id, repository.message_ngrams(message))
+            for (agent_id, message), config in zip(messages, config_of, strict=True)
+            if config.enable_informed_extraction
+        ),
+    )
 
 
 def _merge(outputs: list[ExtractionOutput]) -> ExtractionOutput:
@@ -117,8 +144,12 @@ def compute_extraction(
     occurred_at: datetime,
     options: dict[str, Any],
     cache: SkillCache | None = None,
+    known_aliases: repository.KnownAliases | None = None,
 ) -> ExtractionResult:
-    """Everything ``extract`` produces for one message; reads memory, writes nothing."""
+    """Everything ``extract`` produces for one message; reads memory, writes nothing.
+
+    ``known_aliases``: the chunk's alias lookups, read once for all its messages.
+    """
     config = ctx.config_for(options)
     trace: list[TraceStep] = []
     tokens = TokenCount()
@@ -144,7 +175,9 @@ def compute_extraction(
 
     started = time.perf_counter()
     informed = config.enable_informed_extraction
-    known = known_entities_for(session, agent_id, message, event_vector, config) if informed else []
+    known = (
+        known_entities_for(session, agent_id, message, event_vector, config, lookup=known_aliases) if informed else []
+    )
     trace.append(
         TraceStep(
             name="pre_retrieval",

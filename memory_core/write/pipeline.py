@@ -9,6 +9,7 @@ under the agent's advisory lock.
 
 from __future__ import annotations
 
+import functools
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -23,9 +24,9 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from memory_core.write.context import WriteContext
-from memory_core.write.extract import compute_extraction
+from memory_core.write.extract import chunk_known_aliases, compute_extraction
 from memory_core.write.reconcile import reconcile_facts
-from memory_core.write.repository import vector_literal
+from memory_core.write.repository import KnownAliases, vector_literal
 from memory_core.write.resolve import resolve_entities, speaker_entity
 from memory_core.write.runs import RunView, StageCompletion, complete_stages, load_runs, relax_durability
 from memory_core.write.schemas import (
@@ -145,7 +146,9 @@ def _stage_completion(
     )
 
 
-def _compute_extract(ctx: WriteContext, session: Session, run: RunView) -> _Computed:
+def _compute_extract(
+    ctx: WriteContext, session: Session, run: RunView, *, known_aliases: KnownAliases | None = None
+) -> _Computed:
     started = time.perf_counter()
     cache = SkillCache(ctx.sessions, run.event_id, run.stage_outputs.get("llm_cache") or {})
     result = compute_extraction(
@@ -157,6 +160,7 @@ def _compute_extract(ctx: WriteContext, session: Session, run: RunView) -> _Comp
         occurred_at=run.occurred_at,
         options=run.options,
         cache=cache,
+        known_aliases=known_aliases,
     )
     emotion = result.emotion
     return _Computed(
@@ -229,6 +233,12 @@ def _compute_all(
     pooled connection for the whole chunk).
     """
     compute = _COMPUTE[stage]
+    if stage == "extract" and ready:
+        # The alias and entity lookups of every message, one statement for the chunk.
+        known = chunk_known_aliases(
+            session, [(run.agent_id, run.text) for run in ready], [ctx.config_for(run.options) for run in ready]
+        )
+        compute = functools.partial(_compute_extract, known_aliases=known)
 
     def attempt(run: RunView, shared: Session | None) -> _Computed | Exception:
         try:

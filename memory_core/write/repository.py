@@ -70,6 +70,69 @@ def aliases_for(session: Session, agent_id: str, aliases: Iterable[str]) -> dict
     return {row.alias: row.canonical_entity_key for row in rows}
 
 
+@dataclass(frozen=True)
+class KnownAliases:
+    """What :func:`aliases_for` and :func:`entities_by_keys` would answer, for several agents at once.
+
+    The extract stage reads it once per chunk (:func:`known_aliases`) instead of two statements
+    per message. Nothing a chunk's extraction does writes aliases or entities, so the answers are
+    the same as asking message by message.
+    """
+
+    aliases: dict[tuple[str, str], str]
+    entities: dict[tuple[str, str], EntityRow]
+
+    def aliases_for(self, agent_id: str, aliases: Iterable[str]) -> dict[str, str]:
+        """As :func:`aliases_for`, from what was read."""
+        found: dict[str, str] = {}
+        for alias in {normalize_alias(alias) for alias in aliases if alias.strip()}:
+            key = self.aliases.get((agent_id, alias))
+            if key is not None:
+                found[alias] = key
+        return found
+
+    def entities_by_keys(self, agent_id: str, keys: Iterable[str]) -> dict[str, EntityRow]:
+        """As :func:`entities_by_keys`, from what was read (the entities the aliases point to)."""
+        return {key: row for key in set(keys) if (row := self.entities.get((agent_id, key))) is not None}
+
+
+_KNOWN_ALIASES = sql(
+    """
+    SELECT a.agent_id, a.alias, a.canonical_entity_key, e.canonical_key, e.display_name, e.entity_type,
+           e.profile_text, e.summary_text
+    FROM (SELECT DISTINCT q.agent_id, q.alias
+          FROM unnest(CAST(:agents AS text[]), CAST(:aliases AS text[])) AS q(agent_id, alias)) AS q
+    JOIN memory_entity_aliases a ON a.agent_id = q.agent_id AND a.alias = q.alias
+    LEFT JOIN memory_entities e ON e.agent_id = a.agent_id AND e.canonical_key = a.canonical_entity_key
+    """
+)
+
+
+def known_aliases(session: Session, grams_by_agent: Iterable[tuple[str, Iterable[str]]]) -> KnownAliases:
+    """Every alias among the (agent, candidate strings) pairs that its agent knows, with its entity: one statement."""
+    agents: list[str] = []
+    wanted: list[str] = []
+    for agent_id, grams in grams_by_agent:
+        for alias in sorted({normalize_alias(gram) for gram in grams if gram.strip()}):
+            agents.append(agent_id)
+            wanted.append(alias)
+    if not wanted:
+        return KnownAliases({}, {})
+    aliases: dict[tuple[str, str], str] = {}
+    entities: dict[tuple[str, str], EntityRow] = {}
+    for row in session.execute(_KNOWN_ALIASES, {"agents": agents, "aliases": wanted}).all():
+        aliases[(row.agent_id, row.alias)] = row.canonical_entity_key
+        if row.canonical_key is not None:
+            entities[(row.agent_id, row.canonical_key)] = EntityRow(
+                row.canonical_key,
+                row.display_name or row.canonical_key,
+                row.entity_type,
+                row.profile_text,
+                row.summary_text,
+            )
+    return KnownAliases(aliases, entities)
+
+
 def entities_by_keys(session: Session, agent_id: str, keys: Iterable[str]) -> dict[str, EntityRow]:
     """The agent's entities with these canonical keys."""
     wanted = sorted(set(keys))

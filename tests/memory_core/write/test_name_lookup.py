@@ -72,3 +72,48 @@ def test_one_lookup_answers_as_the_three_it_replaces(
         assert found.aliases == alias_hits
         assert found.by_key == repository.entities_by_keys(session, agent, [*keys, *alias_hits.values()])
         assert found.by_display_name == repository.entities_by_display_name(session, agent, display_names)
+
+
+def test_a_chunks_alias_lookup_answers_as_each_messages_own_lookups(context: WriteContext) -> None:
+    """``known_aliases`` (the extract stage's one statement per chunk) gives every message the same answers."""
+    first, second = f"agent-{uuid.uuid4().hex[:8]}", f"agent-{uuid.uuid4().hex[:8]}"
+    with context.sessions.begin() as session:
+        _seed(session, first)
+        _seed(session, f"{second}-unrelated")
+        # The second agent knows "sampa" as another entity, and one alias whose entity is gone.
+        for alias, key in (("sampa", "place:santo_amaro"), ("ghost", "person:ghost")):
+            session.execute(
+                text(
+                    "INSERT INTO memory_entity_aliases (agent_id, alias, canonical_entity_key, canonical_entity_type) "
+                    "VALUES (:agent, :alias, :key, 'x')"
+                ),
+                {"agent": second, "alias": alias, "key": key},
+            )
+        session.execute(
+            text(
+                "INSERT INTO memory_entities (agent_id, canonical_key, display_name, entity_type) "
+                "VALUES (:agent, 'place:santo_amaro', 'Santo Amaro', 'place')"
+            ),
+            {"agent": second},
+        )
+    messages = [
+        (first, "A Aninha foi pra Sampa com a Ana"),
+        (second, "Sampa e o ghost de novo"),
+        (first, "nada conhecido aqui"),
+        (second, "aninha? nao conheco"),
+    ]
+    with context.sessions() as session:
+        known = repository.known_aliases(session, [(agent, repository.message_ngrams(m)) for agent, m in messages])
+        for agent, message in messages:
+            grams = repository.message_ngrams(message)
+            own = repository.aliases_for(session, agent, grams)
+            assert known.aliases_for(agent, grams) == own
+            assert known.entities_by_keys(agent, own.values()) == repository.entities_by_keys(
+                session, agent, own.values()
+            )
+    assert known.aliases_for(first, ["aninha", "sampa"]) == {"aninha": "person:ana_souza", "sampa": "place:sao_paulo"}
+    assert known.aliases_for(second, ["sampa", "ghost", "aninha"]) == {
+        "sampa": "place:santo_amaro",
+        "ghost": "person:ghost",
+    }
+    assert known.entities_by_keys(second, ["person:ghost"]) == {}  # an alias whose entity is gone
