@@ -58,7 +58,7 @@ from sqlalchemy.orm import Session
 from memory_core.config import MemoryConfig
 from memory_core.db.statements import compact_sql
 from memory_core.read.entities import TimeWindow
-from memory_core.read.planner import fold_words
+from memory_core.read.planner import fold_words, match_forms
 from memory_core.read.rank import KEYWORD_BLEND, RankedFact, recency_score, relevance
 from memory_core.read.schemas import RetrievedEvent
 from memory_core.write.repository import vector_literal
@@ -194,6 +194,7 @@ def relevant_conversations(
     """
     if config.topk_events <= 0 or config.event_max_scan <= 0:
         return []
+    forms = [match_forms(word) for word in keywords]
     params: dict[str, Any] = {
         "agent": agent_id,
         "vec": vector_literal(query_vector),
@@ -201,8 +202,8 @@ def relevant_conversations(
         # The fact keyword signal's match: the word, as written or accent-folded, anywhere in the
         # lower-cased text (strpos over a few hundred short messages costs far less than parsing
         # them to tsvectors, or than ILIKE).
-        "kw_words": [word.lower() for word in keywords],
-        "kw_folded": ["".join(fold_words(word)) or word.lower() for word in keywords],
+        "kw_words": [plain for plain, _ in forms],
+        "kw_folded": [folded for _, folded in forms],
         "keyword_blend": KEYWORD_BLEND,
         "min_relevance": config.min_similarity,
         "candidates": config.topk_events * EVENT_CANDIDATE_FACTOR,

@@ -32,6 +32,7 @@ __all__ = [
     "fold_words",
     "is_small_talk",
     "keyword_terms",
+    "match_forms",
     "plan_retrieval",
 ]
 
@@ -49,6 +50,16 @@ def fold_words(text: str) -> list[str]:
     decomposed = unicodedata.normalize("NFKD", text)
     folded = "".join(ch for ch in decomposed if not unicodedata.combining(ch)).casefold()
     return _WORD.findall(folded)
+
+
+def match_forms(word: str) -> tuple[str, str]:
+    """``word`` lower-cased, as written and accent-folded: the two substrings the SQL keyword matches look for.
+
+    Both the fact signal and relevant conversations count a keyword as found when either form
+    occurs in the lower-cased text (``strpos``, so ``%`` and ``_`` are plain characters).
+    """
+    plain = word.lower()
+    return plain, "".join(fold_words(word)) or plain
 
 
 # --- small talk --------------------------------------------------------------------------

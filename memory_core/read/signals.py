@@ -47,7 +47,7 @@ from memory_core.db.statements import compact_sql
 from memory_core.db.statements import sql as sql_text
 from memory_core.read.agent_index import agent_indexes, agent_literal, database_key
 from memory_core.read.entities import TimeWindow, fact_validity_sql, window_params
-from memory_core.read.planner import fold_words
+from memory_core.read.planner import fold_words, match_forms
 from memory_core.read.rank import AGGREGATION_KEYWORD_SCORE, Candidate, graph_score
 from memory_core.read.term_stats import estimated_share, term_stats
 from memory_core.write.repository import vector_literal
@@ -511,14 +511,11 @@ def _statement(request: SignalRequest, strategy: VectorStrategy | None) -> tuple
             params["tsquery"] = " | ".join(f"{form}:*" for form in forms)
         if patterns:
             pools.append(_KW_PATTERN_POOL.format(fact_filter=fact_filter))
-        # A fact contains a keyword when its lower-cased text does, as written or accent-folded:
-        # what ILIKE '%word%' decides, at a fraction of its cost (ILIKE lower-cases the text
-        # and compiles the pattern again for every row and word). strpos has no wildcards, so
-        # "%" and "_" in a keyword match themselves. One term per keyword, written out: a
+        # strpos of match_forms instead of ILIKE '%word%' (which lower-cases the text and compiles
+        # its pattern again for every row and word); one term per keyword, written out: a
         # subquery over a keyword array cost ~8 us per row, for a large agent's thousand rows.
         for index, word in enumerate(keywords):
-            params[f"kw_word_{index}"] = word.lower()
-            params[f"kw_folded_{index}"] = _folded(word).lower()
+            params[f"kw_word_{index}"], params[f"kw_folded_{index}"] = match_forms(word)
         matched = " + ".join(
             f"CAST(strpos(t.lowered, :kw_word_{index}) > 0 OR strpos(t.lowered, :kw_folded_{index}) > 0 AS int)"
             for index in range(len(keywords))
