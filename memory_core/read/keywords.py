@@ -41,6 +41,7 @@ import math
 import threading
 import time
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -154,9 +155,7 @@ def document_frequencies(
     validity = fact_validity_sql("f", window)
     params = {"agent": agent_id, "term_queries": list(queries), **window_params(window)}
     if 0 < agent_facts <= SCAN_MAX_FACTS:
-        rows = session.execute(compact_sql(_SCAN_DF_SQL.format(validity=validity)), params).all()
-        counts = {int(row.ord): int(row.df) for row in rows}
-        return counts.get(0, 0), [counts.get(position, 0) for position in range(1, len(queries) + 1)]
+        return _scanned_frequencies(session, agent_id, queries, agent_facts, window=window, params=params)
     total = agent_counts.get(session, agent_id, window)
     if total <= SCAN_MAX_FACTS:
         return document_frequencies(session, agent_id, queries, max(total, 1), window=window, table_rows=table_rows)
@@ -186,6 +185,39 @@ def document_frequencies(
             counted[query] if value is None else value for query, value in zip(queries, frequencies, strict=True)
         ]
     return total, [int(value or 0) for value in frequencies]
+
+
+def _scanned_frequencies(
+    session: Session,
+    agent_id: str,
+    queries: Sequence[str],
+    agent_facts: int,
+    *,
+    window: TimeWindow | None,
+    params: dict[str, Any],
+) -> tuple[int, list[int]]:
+    """A small agent's ``(N, [n per term query])`` by one pass over its facts, remembered while N stays the same.
+
+    The pass was a seventh of a small agent's retrieve. Its counts are kept under the agent's
+    exact fact count (what the caller counted): a fact added or deleted changes the count and
+    so the key, and the next query counts again. A fact replaced by a new version keeps the
+    count, so its words can shift an idf for up to :data:`DF_CACHE_TTL_S`: one fact among at
+    most :data:`SCAN_MAX_FACTS`. Time-travel windows are counted every time.
+    """
+    database = database_key(session)
+    now = time.monotonic()
+    if window is None:
+        keys = [(database, agent_id, f"{agent_facts}|{query}") for query in ["", *queries]]
+        cached = [document_frequency_cache.get(key, now) for key in keys]
+        if all(value is not None for value in cached):
+            return int(cached[0] or 0), [int(value or 0) for value in cached[1:]]
+    rows = session.execute(compact_sql(_SCAN_DF_SQL.format(validity=fact_validity_sql("f", window))), params).all()
+    counts = {int(row.ord): int(row.df) for row in rows}
+    values = [counts.get(position, 0) for position in range(len(queries) + 1)]
+    if window is None:
+        for key, value in zip(keys, values, strict=True):
+            document_frequency_cache.put(key, now, value)
+    return values[0], values[1:]
 
 
 def keyword_weights(

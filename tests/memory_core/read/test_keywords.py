@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text
 from sqlalchemy.orm import Session
 
 from memory_core.read import keywords
@@ -55,6 +56,37 @@ def test_a_small_agent_is_counted_exactly_and_only_its_own_facts(
     assert document_frequencies(session, memory.agent_id, QUERIES, 6) == (6, [4, 1])
     coffee, vertix = keyword_weights(session, memory.agent_id, ["coffee", "vertix"], 6)
     assert vertix > coffee > 0.0
+
+
+def test_a_small_agents_counts_are_reused_until_its_fact_count_changes(
+    memory: MemoryBuilder, read_ctx: ReadContext, session: Session
+) -> None:
+    other = MemoryBuilder(read_ctx.engine, memory.embedder, memory.agent_id + "-other")
+    _coffee_drinker(memory, other)
+    assert document_frequencies(session, memory.agent_id, QUERIES, 6) == (6, [4, 1])
+
+    # A new fact changes the agent's count (what the caller counted): the next query counts again.
+    memory.fact("Rafael met the Vertix founders over coffee", "person:rafael")
+    session.rollback()
+    assert document_frequencies(session, memory.agent_id, QUERIES, 7) == (7, [5, 2])
+
+    # Under the same count the pass is not run again: the remembered counts answer.
+    statements: list[str] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        statements.append(statement)
+
+    event.listen(read_ctx.engine, "before_cursor_execute", record)
+    try:
+        assert document_frequencies(session, memory.agent_id, QUERIES, 7) == (7, [5, 2])
+        assert document_frequencies(session, memory.agent_id, term_queries(["chess"]), 7) == (7, [1])
+    finally:
+        event.remove(read_ctx.engine, "before_cursor_execute", record)
+    # The known words were answered from memory; the new one ("chess") needed one pass.
+    assert len(statements) == 1
+
+    # Another agent's counts are its own, whatever its size.
+    assert document_frequencies(session, other.agent_id, QUERIES, 5) == (5, [0, 5])
 
 
 def test_a_large_agent_counts_rare_words_through_the_index_and_reuses_the_count(
