@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 
 from memory_core.db.engine import create_db_engine
 from memory_core.db.migrate import DatabaseSchemaError, check_schema
 from memory_core.settings import Settings, SettingsError, get_settings
+from workers.priority import lower_database_backends, lower_priority
 
 POOLS = {"ingest": "threads", "apply": "threads", "maintenance": "prefork"}
 
@@ -46,9 +46,9 @@ def run_worker(settings: Settings, queue: str, name: str | None = None) -> None:
     from workers.celery_app import app
 
     _check_database(settings)
-    if settings.worker_nice:
-        # Raising one's own niceness needs no privilege (containers included).
-        os.nice(settings.worker_nice)
+    # Background work may yield the CPU to requests (workers.priority says why nice alone does not).
+    lower_priority(settings.worker_nice)
+    lower_database_backends(settings.worker_nice)
     app.worker_main(
         [
             "worker",
