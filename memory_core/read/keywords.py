@@ -21,7 +21,9 @@ Counting ``n`` is done so that its cost stays bounded whatever the agent's size
 * an agent with up to :data:`SCAN_MAX_FACTS` facts: one pass over its own facts (its b-tree),
   every keyword tested against each fact's ``search_vector``, and ``N`` counted in the same pass.
   The ``search_vector`` GIN index is table-wide, so for a small agent a word common elsewhere
-  ("live" over a million facts) would cost a scan of everybody's matches to find a few of its own;
+  ("live" over a million facts) would cost a scan of everybody's matches to find a few of its own.
+  The counts are remembered under the agent's exact fact count, which the caller has counted
+  anyway: a fact added or deleted changes the count, and the next query counts again;
 * a larger agent: ``N`` is its cached full count; a keyword that PostgreSQL's statistics
   (:mod:`memory_core.read.term_stats`) say is common in the table (at least
   :data:`COMMON_ESTIMATE_MIN` rows: what counting it would read) gets its ``n`` estimated as
