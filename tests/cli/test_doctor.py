@@ -70,8 +70,6 @@ def test_doctor_passes_on_a_healthy_stack_and_names_the_broker_when_it_stops(
             "flower_password": FLOWER_PASSWORD,
             "ingest_concurrency": 1,
             "apply_concurrency": 1,
-            # Not the default (0): the doctor's stack checks that workers apply it.
-            "worker_nice": 5,
             "log_level": "WARNING",
         }
         env = service_env(**values)
@@ -103,7 +101,7 @@ def test_doctor_passes_on_a_healthy_stack_and_names_the_broker_when_it_stops(
                 "worker ingest", "worker apply", "worker maintenance", "beat", "flower", "api",
             }  # fmt: skip
             assert "ingest@" in checks["worker ingest"]["detail"]
-            # Workers give the API the CPU first (ARANDU_WORKER_NICE).
+            # Workers give the API the CPU first (ARANDU_WORKER_NICE, 5 by default).
             assert {psutil.Process(worker.pid).nice() for worker in workers} == {min(19, os.nice(0) + 5)}
             assert "apply.sweep_stuck_runs" in checks["beat"]["detail"]
             assert "login accepted" in checks["flower"]["detail"]

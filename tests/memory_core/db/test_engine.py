@@ -64,9 +64,7 @@ def test_a_connection_idle_for_a_while_is_pinged_first(make_engine: Any) -> None
     assert len(pings) == 1
 
 
-def test_a_connection_the_server_closed_while_idle_is_replaced_before_use(
-    make_engine: Any, settings: Settings
-) -> None:
+def test_a_connection_the_server_closed_while_idle_is_replaced_before_use(make_engine: Any, settings: Settings) -> None:
     engine = make_engine(0.2)
     first = _backend_pid(engine)
     # What a database restart does to the pool's connections, to this one alone.
