@@ -57,7 +57,7 @@ def lower_priority(increment: int, *, autogroup_path: Path = AUTOGROUP_PATH) -> 
     own children (a prefork pool's). Where autogroups do not exist (other systems, a kernel
     without them, cgroup-scheduled containers) the file is absent or its value ignored.
     """
-    nice = os.nice(increment) if increment else os.nice(0)
+    nice = os.nice(increment)
     group_nice: int | None = None
     if increment and os.getsid(0) == os.getpid():
         current = _autogroup_nice(autogroup_path)

@@ -206,19 +206,18 @@ def _scanned_frequencies(
     count, so its words can shift an idf for up to :data:`DF_CACHE_TTL_S`: one fact among at
     most :data:`SCAN_MAX_FACTS`. Time-travel windows are counted every time.
     """
-    database = database_key(session)
     now = time.monotonic()
-    if window is None:
-        keys = [(database, agent_id, f"{agent_facts}|{query}") for query in ["", *queries]]
-        cached = [document_frequency_cache.get(key, now) for key in keys]
-        if all(value is not None for value in cached):
-            return int(cached[0] or 0), [int(value or 0) for value in cached[1:]]
+    # N under "", then each term query; nothing is remembered for a time-travel window.
+    database = database_key(session)
+    keys = [(database, agent_id, f"{agent_facts}|{query}") for query in ["", *queries]] if window is None else []
+    cached = [document_frequency_cache.get(key, now) for key in keys]
+    if keys and all(value is not None for value in cached):
+        return int(cached[0] or 0), [int(value or 0) for value in cached[1:]]
     rows = session.execute(compact_sql(_SCAN_DF_SQL.format(validity=fact_validity_sql("f", window))), params).all()
     counts = {int(row.ord): int(row.df) for row in rows}
     values = [counts.get(position, 0) for position in range(len(queries) + 1)]
-    if window is None:
-        for key, value in zip(keys, values, strict=True):
-            document_frequency_cache.put(key, now, value)
+    for key, value in zip(keys, values, strict=False):
+        document_frequency_cache.put(key, now, value)
     return values[0], values[1:]
 
 
