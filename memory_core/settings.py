@@ -126,12 +126,15 @@ class Settings(BaseSettings):
     # Agents with at least this many facts get a vector index of their own (0 = never).
     retrieval_agent_index_min_facts: int = Field(default=10_000, ge=0, le=100_000_000)
 
-    # Worker processes lower their CPU priority by this much (nice, their session group's and,
-    # with the embedded PostgreSQL, their database backends'; see workers.priority): where they
-    # share cores with the API, a request is answered before background work goes on. Measured
-    # back to back on 2 shared cores: 5 cut the API's p95 during a backlog from 228 to 55 ms for
-    # 7-9% of the pipeline's throughput. 0 keeps the same priority.
-    worker_nice: int = Field(default=5, ge=0, le=19)
+    # Background processes (workers, Beat, Flower) lower their CPU priority by this much (nice,
+    # their session group's and, with the embedded PostgreSQL, the workers' database backends';
+    # see workers.priority): where they share cores with the API, a request is answered before
+    # background work goes on. Measured on 2 shared cores, the API's open-loop p95 while the
+    # workers drained a backlog: 0 -> 228 ms, 5 -> 40-55 ms, 10 -> 27-28 ms, 19 -> 23-27 ms.
+    # Under no request load the workers get all the CPU whatever the value; under a load that
+    # keeps both cores busy they get roughly 1024 / (1024 + weight) less: 10 leaves them ~10%
+    # (19 ~1.5%, which nearly stops ingestion while it lasts). 0 keeps the same priority.
+    worker_nice: int = Field(default=10, ge=0, le=19)
 
     pipeline_max_attempts: int = Field(default=6, ge=1, le=100)
     pipeline_retry_base_s: float = Field(default=2.0, gt=0, le=600)

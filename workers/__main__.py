@@ -70,6 +70,8 @@ def run_beat(settings: Settings) -> None:
     from workers.beat_heartbeat import install
     from workers.celery_app import app
 
+    lower_priority(settings.worker_nice)  # a schedule tick needs no hurry; a request does
+
     settings.home.mkdir(parents=True, exist_ok=True)
     install(app)  # Beat answers no ping: its heartbeat in the broker is what `arandu doctor` checks
     app.start(
@@ -86,6 +88,9 @@ def run_flower(settings: Settings) -> None:
     """Run Flower behind basic auth; refuses to start without a password."""
     from workers.celery_app import app
 
+    # Flower follows every task's events: under a backlog that is thousands a second, and a
+    # monitoring page can wait for a request.
+    lower_priority(settings.worker_nice)
     if settings.flower_password is None or not settings.flower_password.get_secret_value():
         raise SettingsError("ARANDU_FLOWER_PASSWORD is not set: Flower does not run without basic auth")
     app.start(

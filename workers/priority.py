@@ -1,4 +1,4 @@
-"""Background work yields the CPU to requests: a worker process lowers its own scheduling priority.
+"""Background work yields the CPU to requests: workers, Beat and Flower lower their own scheduling priority.
 
 ``os.nice`` alone does not do it on most Linux machines. With autogroup scheduling
 (``kernel.sched_autogroup_enabled = 1``, the default of most distributions) the kernel first

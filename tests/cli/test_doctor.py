@@ -79,8 +79,9 @@ def test_doctor_passes_on_a_healthy_stack_and_names_the_broker_when_it_stops(
                 stack.enter_context(_process(["workers", "worker", "--queue", queue], env, tmp_path / f"{queue}.log"))
                 for queue in ("ingest", "apply", "maintenance")
             ]
-            stack.enter_context(_process(["workers", "beat"], env, tmp_path / "beat.log"))
-            stack.enter_context(_process(["workers", "flower"], env, tmp_path / "flower.log"))
+            beat = stack.enter_context(_process(["workers", "beat"], env, tmp_path / "beat.log"))
+            flower = stack.enter_context(_process(["workers", "flower"], env, tmp_path / "flower.log"))
+            background = [*workers, beat, flower]
             url = stack.enter_context(serve_api(settings))
 
             # Workers take a while to start on a busy machine, and Beat sends its first task after 30 s.
@@ -101,8 +102,8 @@ def test_doctor_passes_on_a_healthy_stack_and_names_the_broker_when_it_stops(
                 "worker ingest", "worker apply", "worker maintenance", "beat", "flower", "api",
             }  # fmt: skip
             assert "ingest@" in checks["worker ingest"]["detail"]
-            # Workers give the API the CPU first (ARANDU_WORKER_NICE, 5 by default).
-            assert {psutil.Process(worker.pid).nice() for worker in workers} == {min(19, os.nice(0) + 5)}
+            # Background processes give the API the CPU first (ARANDU_WORKER_NICE, 10 by default).
+            assert {psutil.Process(process.pid).nice() for process in background} == {min(19, os.nice(0) + 10)}
             assert "apply.sweep_stuck_runs" in checks["beat"]["detail"]
             assert "login accepted" in checks["flower"]["detail"]
             human = _doctor(env, url)
