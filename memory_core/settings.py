@@ -130,7 +130,7 @@ class Settings(BaseSettings):
     # their session group's and, with the embedded PostgreSQL, the workers' database backends';
     # see workers.priority): where they share cores with the API, a request is answered before
     # background work goes on. Measured on 2 shared cores, the API's open-loop p95 while the
-    # workers drained a backlog: 0 -> 228 ms, 5 -> 40-55 ms, 10 -> 27-28 ms, 19 -> 23-27 ms.
+    # workers drained a backlog: 0 -> 228 ms, 5 -> 40-55 ms, 10 -> 27-31 ms, 19 -> 23-28 ms.
     # Under no request load the workers get all the CPU whatever the value; under a load that
     # keeps both cores busy they get roughly 1024 / (1024 + weight) less: 10 leaves them ~10%
     # (19 ~1.5%, which nearly stops ingestion while it lasts). 0 keeps the same priority.
