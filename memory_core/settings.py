@@ -131,9 +131,10 @@ class Settings(BaseSettings):
     # see workers.priority): where they share cores with the API, a request is answered before
     # background work goes on. Measured on 2 shared cores, the API's open-loop p95 while the
     # workers drained a backlog: 0 -> 228 ms, 5 -> 40-55 ms, 10 -> 27-31 ms, 19 -> 23-28 ms.
-    # Under no request load the workers get all the CPU whatever the value; under a load that
-    # keeps both cores busy they get roughly 1024 / (1024 + weight) less: 10 leaves them ~10%
-    # (19 ~1.5%, which nearly stops ingestion while it lasts). 0 keeps the same priority.
+    # Under no request load the workers get all the CPU whatever the value; under a request
+    # load that keeps both cores busy they keep about w / (1024 + w) of it, w being the kernel's
+    # weight for their nice value: ~10% at 10 (~25% at 5; ~1.5% at 19, which nearly stops
+    # ingestion while such a load lasts). 0 keeps the same priority.
     worker_nice: int = Field(default=10, ge=0, le=19)
 
     pipeline_max_attempts: int = Field(default=6, ge=1, le=100)
