@@ -88,11 +88,11 @@ def run_flower(settings: Settings) -> None:
     """Run Flower behind basic auth; refuses to start without a password."""
     from workers.celery_app import app
 
+    if settings.flower_password is None or not settings.flower_password.get_secret_value():
+        raise SettingsError("ARANDU_FLOWER_PASSWORD is not set: Flower does not run without basic auth")
     # Flower follows every task's events: under a backlog that is thousands a second, and a
     # monitoring page can wait for a request.
     lower_priority(settings.worker_nice)
-    if settings.flower_password is None or not settings.flower_password.get_secret_value():
-        raise SettingsError("ARANDU_FLOWER_PASSWORD is not set: Flower does not run without basic auth")
     app.start(
         [
             "flower",

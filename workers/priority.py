@@ -67,7 +67,7 @@ def lower_priority(increment: int, *, autogroup_path: Path = AUTOGROUP_PATH) -> 
                 autogroup_path.write_text(str(wanted))
                 group_nice = _autogroup_nice(autogroup_path)
             except OSError as error:
-                logger.warning("could not lower this worker's session CPU priority (%s): %s", autogroup_path, error)
+                logger.warning("could not lower this process's session CPU priority (%s): %s", autogroup_path, error)
     return Priority(nice=nice, autogroup_nice=group_nice)
 
 

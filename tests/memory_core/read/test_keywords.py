@@ -35,8 +35,9 @@ def _fresh_caches() -> Iterator[None]:
         cache.clear()
 
 
-def _coffee_drinker(memory: MemoryBuilder, other: MemoryBuilder) -> None:
-    """Six facts of the agent (four about coffee, one about Vertix); another agent talks of Vertix a lot."""
+def _coffee_drinker(memory: MemoryBuilder, read_ctx: ReadContext) -> MemoryBuilder:
+    """Six facts of the agent (four about coffee, one about Vertix); another agent, returned, talks of Vertix a lot."""
+    other = MemoryBuilder(read_ctx.engine, memory.embedder, memory.agent_id + "-other")
     rafael = memory.entity("Rafael")
     for place in ("home", "work", "the cafe", "the airport"):
         memory.fact(f"Rafael drinks coffee at {place}", rafael)
@@ -45,13 +46,13 @@ def _coffee_drinker(memory: MemoryBuilder, other: MemoryBuilder) -> None:
     bruno = other.entity("Bruno")
     for number in range(5):
         other.fact(f"Bruno visited the Vertix office {number} times", bruno)
+    return other
 
 
 def test_a_small_agent_is_counted_exactly_and_only_its_own_facts(
     memory: MemoryBuilder, read_ctx: ReadContext, session: Session
 ) -> None:
-    other = MemoryBuilder(read_ctx.engine, memory.embedder, memory.agent_id + "-other")
-    _coffee_drinker(memory, other)
+    _coffee_drinker(memory, read_ctx)
 
     assert document_frequencies(session, memory.agent_id, QUERIES, 6) == (6, [4, 1])
     coffee, vertix = keyword_weights(session, memory.agent_id, ["coffee", "vertix"], 6)
@@ -61,8 +62,7 @@ def test_a_small_agent_is_counted_exactly_and_only_its_own_facts(
 def test_a_small_agents_counts_are_reused_until_its_fact_count_changes(
     memory: MemoryBuilder, read_ctx: ReadContext, session: Session
 ) -> None:
-    other = MemoryBuilder(read_ctx.engine, memory.embedder, memory.agent_id + "-other")
-    _coffee_drinker(memory, other)
+    other = _coffee_drinker(memory, read_ctx)
     assert document_frequencies(session, memory.agent_id, QUERIES, 6) == (6, [4, 1])
 
     # A new fact changes the agent's count (what the caller counted): the next query counts again.
@@ -92,8 +92,7 @@ def test_a_small_agents_counts_are_reused_until_its_fact_count_changes(
 def test_a_large_agent_counts_rare_words_through_the_index_and_reuses_the_count(
     memory: MemoryBuilder, read_ctx: ReadContext, session: Session, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    other = MemoryBuilder(read_ctx.engine, memory.embedder, memory.agent_id + "-other")
-    _coffee_drinker(memory, other)
+    _coffee_drinker(memory, read_ctx)
     monkeypatch.setattr(keywords, "SCAN_MAX_FACTS", 2)
 
     # 0 = the caller did not count (an agent searched through its own vector index).
@@ -112,8 +111,7 @@ def test_a_large_agent_counts_rare_words_through_the_index_and_reuses_the_count(
 def test_a_large_agent_estimates_common_words_from_the_statistics(
     memory: MemoryBuilder, read_ctx: ReadContext, session: Session, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    other = MemoryBuilder(read_ctx.engine, memory.embedder, memory.agent_id + "-other")
-    _coffee_drinker(memory, other)
+    _coffee_drinker(memory, read_ctx)
     for number in range(40):
         memory.fact(f"Rafael had coffee number {number}", "person:rafael")
     with read_ctx.engine.begin() as connection:
