@@ -15,6 +15,7 @@ from memory_core.providers.factory import build_embedding_provider, build_llm_pr
 from memory_core.providers.protocols import EmbeddingProvider, LLMProvider
 from memory_core.read.bookkeeping import RetrievalBookkeeper
 from memory_core.read.rerank import LLMRerankSkill, RerankInput, RerankOutput
+from memory_core.read.side_reads import SideReads
 from memory_core.settings import Settings
 
 __all__ = ["ReadContext", "build_read_context"]
@@ -36,6 +37,7 @@ class ReadContext:
     llm: LLMProvider | None = None
     reranker: Skill[RerankInput, RerankOutput] | None = None
     bookkeeper: RetrievalBookkeeper | None = None
+    side_reads: SideReads | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -43,15 +45,19 @@ class ReadContext:
             self.bookkeeper = RetrievalBookkeeper(
                 self.sessions, flush_interval_s=self.settings.retrieval_bookkeeping_flush_s
             )
+        if self.side_reads is None:
+            self.side_reads = SideReads(self.engine, self.settings.retrieval_side_connections)
 
     def flush_bookkeeping(self) -> bool:
         """Write the queued retrieval counters now (they are otherwise written in the background)."""
         return self.bookkeeper.flush() if self.bookkeeper is not None else True
 
     def close(self) -> None:
-        """Write the queued retrieval counters, then release the database pool."""
+        """Write the queued retrieval counters, then release the database pools."""
         if self.bookkeeper is not None:
             self.bookkeeper.close()
+        if self.side_reads is not None:
+            self.side_reads.close()
         self.engine.dispose()
 
 

@@ -23,9 +23,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from sqlalchemy import text
 from sqlalchemy.orm import Session
@@ -56,6 +57,7 @@ from memory_core.read.rank import RankedFact, merge_candidates, rank_candidates,
 from memory_core.read.rank import select_final as select_final_facts
 from memory_core.read.rerank import RerankOutcome, rerank
 from memory_core.read.schemas import RetrievedEvent, RetrieveResult, ScoredFact
+from memory_core.read.side_reads import SideSubmit
 from memory_core.read.signals import (
     EXACT_SCAN_MAX_FACTS,
     GraphNode,
@@ -205,6 +207,53 @@ def _begin_read(session: Session) -> None:
     session.execute(_BEGIN_READ)
 
 
+_EVENTS_MISSING = "relevant conversations are missing"
+
+
+def _side_submit(run: _Run) -> SideSubmit | None:
+    """Start work on a side connection of this process (read-only, as the main transaction)."""
+    side_reads = run.ctx.side_reads
+    if side_reads is None or side_reads.connections <= 0:
+        return None
+
+    def submit(work: Callable[[Session], T]) -> Future[T] | None:
+        return side_reads.submit(work, begin=_begin_read)
+
+    return submit
+
+
+@dataclass
+class _Beside(Generic[T]):
+    """An optional stage running on a side connection: its result, timing and failure, when joined."""
+
+    stage: str
+    future: Future[tuple[T, float]]
+
+    def result(self, run: _Run, *, consequence: str, default: T) -> T:
+        try:
+            value, elapsed_ms = self.future.result()
+        except Exception as error:  # fail-safe, as _optional: an optional stage never breaks retrieval
+            run.degrade(self.stage, error, consequence)
+            return default
+        run.timings[self.stage] = round(run.timings.get(self.stage, 0.0) + elapsed_ms, 3)
+        return value
+
+
+def _start_beside(run: _Run, stage: str, work: Callable[[Session], T]) -> _Beside[T] | None:
+    """``work`` started on a side connection; None when none is free (the caller runs it in line)."""
+    submit = _side_submit(run)
+    if submit is None:
+        return None
+
+    def timed(session: Session) -> tuple[T, float]:
+        started = time.perf_counter()
+        value = work(session)
+        return value, (time.perf_counter() - started) * 1000.0
+
+    future = submit(timed)
+    return None if future is None else _Beside(stage, future)
+
+
 def _graph_nodes(query_context: QueryContext, expansion: ExpandedQuery) -> list[GraphNode]:
     nodes: dict[str, GraphNode] = {}
     for key in [*query_context.mentioned_keys, *query_context.entity_filter.keys]:
@@ -243,6 +292,29 @@ def _keyword_idf(run: _Run, session: Session, qctx: QueryContext) -> list[float]
         ),
         default=None,
     )
+
+
+def _events_reader(
+    run: _Run, vector: list[float], ranked: list[RankedFact]
+) -> Callable[[Session], list[RetrievedEvent]]:
+    """The relevant-conversations read, for whichever connection runs it."""
+    config = run.config
+    support = fact_support(ranked[: config.reranker_candidate_multiplier * config.topk_facts])
+
+    def read(session: Session) -> list[RetrievedEvent]:
+        return relevant_conversations(
+            session,
+            run.agent_id,
+            vector,
+            run.plan.keywords,
+            config,
+            now=run.now,
+            session_id=run.session_id,
+            window=run.window,
+            support=support,
+        )
+
+    return read
 
 
 def _read(run: _Run, session: Session, vector: list[float] | None) -> _ReadOutcome:
@@ -300,7 +372,7 @@ def _read(run: _Run, session: Session, vector: list[float] | None) -> _ReadOutco
         table_rows=qctx.table_rows,
         agent_index_min_facts=threshold,
     )
-    outcome.signals = run_signals(session, request)
+    outcome.signals = run_signals(session, request, side=_side_submit(run))
     run.timed("signals", started)
 
     keyword_idf = _keyword_idf(run, session, qctx)
@@ -311,24 +383,16 @@ def _read(run: _Run, session: Session, vector: list[float] | None) -> _ReadOutco
     outcome.ranked = rank_candidates(merged.values(), config, run.now)
     run.timed("rank", started)
 
-    if vector is not None:
+    events_work = _events_reader(run, vector, outcome.ranked) if vector is not None else None
+
+    # A large agent's relevant conversations are read on a side connection while spreading
+    # activation runs on this one (memory_core.read.side_reads); they need the ranking, not each other.
+    events_beside = None
+    if events_work is not None and outcome.signals.statements > 1:
+        events_beside = _start_beside(run, "events", events_work)
+    if events_work is not None and events_beside is None:
         outcome.events = _optional(
-            run,
-            session,
-            stage="events",
-            consequence="relevant conversations are missing",
-            work=lambda: relevant_conversations(
-                session,
-                run.agent_id,
-                vector,
-                run.plan.keywords,
-                config,
-                now=run.now,
-                session_id=run.session_id,
-                window=run.window,
-                support=fact_support(outcome.ranked[: config.reranker_candidate_multiplier * config.topk_facts]),
-            ),
-            default=[],
+            run, session, stage="events", consequence=_EVENTS_MISSING, work=lambda: events_work(session), default=[]
         )
 
     seed_facts = [(fact.candidate.fact_id, fact.formula) for fact in outcome.ranked[:SPREADING_SEED_FACTS]]
@@ -351,6 +415,8 @@ def _read(run: _Run, session: Session, vector: list[float] | None) -> _ReadOutco
         default=SpreadingResult(),
     )
     outcome.spreading = spreading
+    if events_beside is not None:
+        outcome.events = events_beside.result(run, consequence=_EVENTS_MISSING, default=[])
     fresh = [candidate for candidate in spreading.candidates if candidate.fact_id not in merged]
     outcome.spreading_unique = len(fresh)
     if fresh:

@@ -35,7 +35,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
@@ -48,7 +48,8 @@ from memory_core.db.statements import sql as sql_text
 from memory_core.read.agent_index import agent_indexes, agent_literal, database_key
 from memory_core.read.entities import TimeWindow, fact_validity_sql, window_params
 from memory_core.read.planner import fold_words, match_forms
-from memory_core.read.rank import AGGREGATION_KEYWORD_SCORE, Candidate, graph_score
+from memory_core.read.rank import AGGREGATION_KEYWORD_SCORE, Candidate, graph_score, merge_candidates
+from memory_core.read.side_reads import SideSubmit
 from memory_core.read.term_stats import estimated_share, term_stats
 from memory_core.write.repository import vector_literal
 
@@ -202,6 +203,8 @@ class SignalResult:
     vector_strategy: str = "none"
     duration_ms: float = 0.0
     keywords_dropped: list[str] = field(default_factory=list)
+    # 2 when the semantic search ran on a side connection beside the other signals' statement.
+    statements: int = 1
 
     def summary(self) -> dict[str, Any]:
         """JSON-friendly form for the trace."""
@@ -211,7 +214,7 @@ class SignalResult:
             "vector_strategy": self.vector_strategy,
             "keywords_too_common": list(self.keywords_dropped),
             "duration_ms": round(self.duration_ms, 2),
-            "single_statement": True,
+            "statements": self.statements,
         }
 
 
@@ -672,46 +675,88 @@ def _exact_semantic_rows(session: Session, request: SignalRequest) -> list[Any]:
     return list(session.execute(compact_sql(sql), params).all())
 
 
-def run_signals(session: Session, request: SignalRequest) -> SignalResult:
-    """Run the semantic, keyword and graph signals in one statement; return merged candidates."""
+def run_signals(session: Session, request: SignalRequest, side: SideSubmit | None = None) -> SignalResult:
+    """Run the semantic, keyword and graph signals; return merged candidates.
+
+    One statement, unless ``side`` can take the semantic search of a large agent (an HNSW walk)
+    to a second connection: it then runs beside the keyword and graph statement
+    (:mod:`memory_core.read.side_reads`), and the two halves' candidates are merged by fact id.
+    """
     started = time.perf_counter()
     config = request.config
     result = SignalResult()
     strategy: VectorStrategy | None = None
+    ef_search = 0
     if request.query_vector is not None:
         wanted = max(config.signal_max_facts, config.reranker_candidate_multiplier * config.topk_facts)
         strategy = _vector_strategy(session, request, wanted)
         if strategy == "hnsw":
             ef_search = min(_HNSW_EF_SEARCH_MAX, max(HNSW_EF_SEARCH, wanted * HNSW_OVERFETCH))
-            # SET LOCAL: the raised ef_search ends with this read transaction.
-            session.execute(sql_text(f"SET LOCAL hnsw.ef_search = {int(ef_search)}"))
         elif strategy == "agent_index":
             ef_search = min(_HNSW_EF_SEARCH_MAX, max(AGENT_INDEX_EF_SEARCH, wanted * AGENT_INDEX_OVERFETCH))
-            session.execute(sql_text(f"SET LOCAL hnsw.ef_search = {int(ef_search)}"))
         result.vector_strategy = strategy
     if request.keywords and request.search_keywords is None:
         indexed = strategy == "agent_index"
         request.search_keywords, result.keywords_dropped = choose_search_keywords(session, request, indexed)
-    sql, params = _statement(request, strategy)
-    rows = list(session.execute(compact_sql(sql), params).all()) if sql else []
-    if strategy in {"hnsw", "agent_index"} and sum(1 for row in rows if row.in_sem) < params["sem_limit"]:
+    rows = _side_by_side_rows(session, request, strategy, ef_search, side) if ef_search else None
+    if rows is not None:
+        result.statements = 2
+        sem_limit = _statement(_semantic_only(request), strategy)[1]["sem_limit"]
+    else:
+        if ef_search:
+            _set_ef_search(session, ef_search)
+        sql, params = _statement(request, strategy)
+        rows = list(session.execute(compact_sql(sql), params).all()) if sql else []
+        sem_limit = params.get("sem_limit", 0)
+    if strategy in {"hnsw", "agent_index"} and sum(1 for row in rows if row.in_sem) < sem_limit:
         # The filtered ANN scan came back short (the symptom of pgvector 0.6's post-filtering):
         # redo the semantic part exactly and let it decide which facts are semantic candidates.
         exact_rows = _exact_semantic_rows(session, request)
         exact_ids = {str(row.id) for row in exact_rows}
-        by_id = {str(row.id): row for row in rows}
-        for row in exact_rows:
-            by_id.setdefault(str(row.id), row)
-        candidates: list[Candidate] = []
-        for fact_id, row in by_id.items():
-            candidate = _candidate(row, request)
+        merged = merge_candidates(_candidate(row, request) for row in [*rows, *exact_rows])
+        for fact_id, candidate in merged.items():
             candidate.sources.discard("semantic")
             if fact_id in exact_ids and candidate.semantic >= config.min_similarity:
                 candidate.sources.add("semantic")
-            candidates.append(candidate)
         result.vector_strategy = f"{strategy}->exact"
-        return _finish(result, candidates, started)
-    return _finish(result, [_candidate(row, request) for row in rows], started)
+        return _finish(result, list(merged.values()), started)
+    merged = merge_candidates(_candidate(row, request) for row in rows)
+    return _finish(result, list(merged.values()), started)
+
+
+def _set_ef_search(session: Session, ef_search: int) -> None:
+    # SET LOCAL: the raised ef_search ends with this read transaction.
+    session.execute(sql_text(f"SET LOCAL hnsw.ef_search = {int(ef_search)}"))
+
+
+def _semantic_only(request: SignalRequest) -> SignalRequest:
+    return replace(request, keywords=(), search_keywords=(), entity_patterns=(), graph_nodes=(), broad=False)
+
+
+def _side_by_side_rows(
+    session: Session, request: SignalRequest, strategy: VectorStrategy | None, ef_search: int, side: SideSubmit | None
+) -> list[Any] | None:
+    """The semantic rows (read on a side connection) and the other signals' rows; None if not split."""
+    if side is None:
+        return None
+    rest_sql, rest_params = _statement(request, None)
+    if not rest_sql:
+        return None  # semantic search alone: nothing to run beside it
+    sem_sql, sem_params = _statement(_semantic_only(request), strategy)
+
+    def semantic_rows(side_session: Session) -> list[Any]:
+        _set_ef_search(side_session, ef_search)
+        return list(side_session.execute(compact_sql(sem_sql), sem_params).all())
+
+    future = side(semantic_rows)
+    if future is None:
+        return None  # every side connection is busy: one statement, as for a small agent
+    try:
+        rest_rows = list(session.execute(compact_sql(rest_sql), rest_params).all())
+    finally:
+        # Waited for even when the main statement failed: the side read must not outlive the request.
+        semantic = future.result()
+    return [*semantic, *rest_rows]
 
 
 def choose_search_keywords(session: Session, request: SignalRequest, indexed: bool) -> tuple[list[str], list[str]]:

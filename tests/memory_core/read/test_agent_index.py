@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import random
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -18,6 +19,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
 
 from memory_core.config import MemoryConfig
 from memory_core.db.migrate import upgrade
@@ -31,6 +33,7 @@ from memory_core.read.agent_index import (
 )
 from memory_core.read.context import ReadContext, build_read_context
 from memory_core.read.pipeline import retrieve
+from memory_core.read.side_reads import SideReads
 from memory_core.read.signals import SignalRequest, run_signals
 from memory_core.settings import load_settings
 from tests.support.services import TestServices
@@ -391,3 +394,125 @@ def test_an_agent_indexed_before_keyword_indexes_existed_gets_only_the_keyword_o
     assert _index_oid(table.ctx, agent_text_index_name(QUOTED)) is not None
     with table.ctx.sessions() as session:
         assert agent_indexes.has_index(session, QUOTED)
+
+
+def _one_connection(ctx: ReadContext) -> ReadContext:
+    return replace(ctx, side_reads=SideReads(ctx.engine, 0))
+
+
+def _signal_view(result: Any) -> dict[str, tuple[tuple[str, ...], float, float]]:
+    return {c.fact_id: (tuple(sorted(c.sources)), round(c.semantic, 9), round(c.keyword, 9)) for c in result.candidates}
+
+
+def test_a_large_agents_semantic_search_runs_beside_the_other_signals_and_finds_the_same(table: Table) -> None:
+    build_agent_index(table.ctx.engine, BIG)
+    with table.ctx.engine.connect() as connection:
+        number = connection.execute(
+            text(
+                "SELECT split_part(fact_text, ' ', 2) FROM memory_facts WHERE agent_id = :a AND valid_to IS NULL "
+                "AND CAST(split_part(fact_text, ' ', 2) AS int) BETWEEN 1000 AND 3500 ORDER BY fact_text LIMIT 1"
+            ),
+            {"a": BIG},
+        ).scalar_one()
+    side = table.ctx.side_reads
+    assert side is not None
+    assert side.connections > 0
+
+    def submit(work: Any) -> Any:
+        return side.submit(work, begin=lambda session: None)
+
+    for seed in range(5):
+        request = SignalRequest(
+            agent_id=BIG,
+            config=MemoryConfig(embedding_dimensions=DIMENSIONS, min_similarity=0.0),
+            now=datetime.now(UTC),
+            query_vector=_query(300 + seed),
+            keywords=[number],
+            agent_index_min_facts=THRESHOLD,
+        )
+        with table.ctx.sessions() as session:
+            together = run_signals(session, replace(request), side=submit)
+        with table.ctx.sessions() as session:
+            alone = run_signals(session, replace(request))
+        assert (together.statements, alone.statements) == (2, 1)
+        assert together.vector_strategy == alone.vector_strategy == "agent_index"
+        assert _signal_view(together) == _signal_view(alone)
+        # The fact holding the number is a keyword candidate, whichever half found it first.
+        assert any("keyword" in sources for sources, _, _ in _signal_view(together).values())
+
+    # Through retrieve(): the same facts, scores and context with and without side connections.
+    for seed in range(5):
+        query = _query(400 + seed)
+        beside = retrieve(replace(table.ctx, embedder=FixedEmbedder(query)), agent_id=BIG, query="zzqx", verbose=True)
+        single = retrieve(
+            replace(_one_connection(table.ctx), embedder=FixedEmbedder(query)), agent_id=BIG, query="zzqx", verbose=True
+        )
+        assert beside.trace is not None
+        assert single.trace is not None
+        assert (beside.trace["retrieval"]["statements"], single.trace["retrieval"]["statements"]) == (2, 1)
+        assert [(f.fact_id, f.score) for f in beside.facts] == [(f.fact_id, f.score) for f in single.facts]
+        assert beside.context == single.context
+        assert "events" in beside.trace["timings_ms"]
+        assert not beside.warnings
+
+
+def _side_connections(ctx: ReadContext) -> int:
+    with ctx.engine.connect() as connection:
+        return int(
+            connection.execute(
+                text(
+                    "SELECT count(*) FROM pg_stat_activity "
+                    "WHERE application_name = 'arandu-side-read' AND datname = current_database()"
+                )
+            ).scalar_one()
+        )
+
+
+def test_side_reads_never_wait_for_a_connection_and_report_their_errors(table: Table) -> None:
+    others = _side_connections(table.ctx)  # the shared context's own side pool, from earlier tests
+    side = SideReads(table.ctx.engine, 2)
+    release = threading.Event()
+
+    def hold(session: Any) -> int:
+        value = int(session.execute(text("SELECT pg_backend_pid()")).scalar_one())
+        release.wait(30)
+        return value
+
+    try:
+        first = side.submit(hold, begin=lambda session: None)
+        second = side.submit(hold, begin=lambda session: None)
+        assert first is not None
+        assert second is not None
+        # Both connections busy: a third read is refused at once, for the caller to run in line.
+        started = time.monotonic()
+        assert side.submit(hold, begin=lambda session: None) is None
+        assert time.monotonic() - started < 0.5
+        deadline = time.monotonic() + 10
+        while _side_connections(table.ctx) < others + 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        # A retrieve that finds every side connection busy runs in line, with the same answer.
+        query = _query(500)
+        busy = retrieve(
+            replace(table.ctx, embedder=FixedEmbedder(query), side_reads=side), agent_id=BIG, query="zzqx", verbose=True
+        )
+        single = retrieve(
+            replace(_one_connection(table.ctx), embedder=FixedEmbedder(query)), agent_id=BIG, query="zzqx"
+        )
+        assert busy.trace is not None
+        assert busy.trace["retrieval"]["statements"] == 1
+        assert [f.fact_id for f in busy.facts] == [f.fact_id for f in single.facts]
+        release.set()
+        assert first.result(10) != second.result(10)  # two connections, two backends
+        assert _side_connections(table.ctx) == others + 2
+        # A failing read hands its error to the caller and gives its connection back.
+        failing = side.submit(lambda session: session.execute(text("SELECT 1 / 0")).all(), begin=lambda session: None)
+        assert failing is not None
+        with pytest.raises(DBAPIError, match="division by zero"):
+            failing.result(10)
+        again = [side.submit(lambda session: 1, begin=lambda session: None) for _ in range(2)]
+        assert all(future is not None for future in again)
+        assert [future.result(10) for future in again if future is not None] == [1, 1]
+    finally:
+        release.set()
+        side.close()
