@@ -24,6 +24,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
@@ -208,6 +209,10 @@ def _begin_read(session: Session) -> None:
 
 
 _EVENTS_MISSING = "relevant conversations are missing"
+
+
+def _serving(ctx: ReadContext) -> AbstractContextManager[None]:
+    return ctx.side_reads.serving() if ctx.side_reads is not None else nullcontext()
 
 
 def _side_submit(run: _Run) -> SideSubmit | None:
@@ -624,7 +629,7 @@ def retrieve(
 
     outcome = _ReadOutcome()
     try:
-        with ctx.sessions() as session:
+        with ctx.sessions() as session, _serving(ctx):
             outcome = _read(run, session, vector)
             # End the read-only transaction with COMMIT: a ROLLBACK (what the pool would send
             # when the session closes) makes psycopg discard the connection's prepared

@@ -26,9 +26,11 @@ How
 
 from __future__ import annotations
 
+import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from typing import Protocol, TypeVar
 
 from sqlalchemy import Engine, create_engine
@@ -47,13 +49,24 @@ class SideSubmit(Protocol):
     def __call__(self, work: Callable[[Session], T]) -> Future[T] | None: ...
 
 
-class SideReads:
-    """Runs read work on up to ``connections`` extra connections at once, never waiting for one."""
+def _default_max_busy() -> int:
+    return max(1, (os.cpu_count() or 2) // 2)
 
-    def __init__(self, main_engine: Engine, connections: int) -> None:
+
+class SideReads:
+    """Runs read work on up to ``connections`` extra connections at once, never waiting for one.
+
+    Only while this process serves at most ``max_busy`` reads (:meth:`serving`): with more, the
+    cores have other requests' statements to run, and splitting one would only add the second
+    statement's planning to the load (measured: 4% fewer retrieves/s with 16 clients).
+    """
+
+    def __init__(self, main_engine: Engine, connections: int, *, max_busy: int | None = None) -> None:
         self.connections = connections
+        self.max_busy = max_busy if max_busy is not None else _default_max_busy()
         self._main_engine = main_engine
         self._permits = threading.BoundedSemaphore(max(connections, 1))
+        self._busy = 0
         self._lock = threading.Lock()
         self._engine: Engine | None = None
         self._sessions: sessionmaker[Session] | None = None
@@ -81,9 +94,20 @@ class SideReads:
         ping_when_idle(engine, PING_AFTER_IDLE_S)
         return engine
 
+    @contextmanager
+    def serving(self) -> Iterator[None]:
+        """Count a read this process is serving (side reads are refused while too many are)."""
+        with self._lock:
+            self._busy += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._busy -= 1
+
     def submit(self, work: Callable[[Session], T], *, begin: Callable[[Session], None]) -> Future[T] | None:
         """Start ``work(session)`` on a side connection; ``None`` when none is free (run it in line)."""
-        if self.connections <= 0 or not self._permits.acquire(blocking=False):
+        if self.connections <= 0 or self._busy > self.max_busy or not self._permits.acquire(blocking=False):
             return None
         try:
             sessions, executor = self._ready()

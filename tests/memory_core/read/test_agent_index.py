@@ -450,7 +450,9 @@ def test_a_large_agents_semantic_search_runs_beside_the_other_signals_and_finds_
         assert beside.trace is not None
         assert single.trace is not None
         assert (beside.trace["retrieval"]["statements"], single.trace["retrieval"]["statements"]) == (2, 1)
-        assert [(f.fact_id, f.score) for f in beside.facts] == [(f.fact_id, f.score) for f in single.facts]
+        assert [f.fact_id for f in beside.facts] == [f.fact_id for f in single.facts]
+        # Recency is computed from each call's own clock: the scores agree to a few microseconds' decay.
+        assert [f.score for f in beside.facts] == pytest.approx([f.score for f in single.facts], abs=1e-4)
         assert beside.context == single.context
         assert "events" in beside.trace["timings_ms"]
         assert not beside.warnings
@@ -470,7 +472,7 @@ def _side_connections(ctx: ReadContext) -> int:
 
 def test_side_reads_never_wait_for_a_connection_and_report_their_errors(table: Table) -> None:
     others = _side_connections(table.ctx)  # the shared context's own side pool, from earlier tests
-    side = SideReads(table.ctx.engine, 2)
+    side = SideReads(table.ctx.engine, 2, max_busy=1)
     release = threading.Event()
 
     def hold(session: Any) -> int:
@@ -479,7 +481,11 @@ def test_side_reads_never_wait_for_a_connection_and_report_their_errors(table: T
         return value
 
     try:
-        first = side.submit(hold, begin=lambda session: None)
+        # A process serving more reads than max_busy has no idle core to split one over.
+        with side.serving(), side.serving():
+            assert side.submit(hold, begin=lambda session: None) is None
+        with side.serving():
+            first = side.submit(hold, begin=lambda session: None)
         second = side.submit(hold, begin=lambda session: None)
         assert first is not None
         assert second is not None
