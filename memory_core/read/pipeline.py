@@ -27,7 +27,7 @@ from concurrent.futures import Future
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 from sqlalchemy import text
 from sqlalchemy.orm import Session
@@ -208,9 +208,6 @@ def _begin_read(session: Session) -> None:
     session.execute(_BEGIN_READ)
 
 
-_EVENTS_MISSING = "relevant conversations are missing"
-
-
 def _serving(ctx: ReadContext) -> AbstractContextManager[None]:
     return ctx.side_reads.serving() if ctx.side_reads is not None else nullcontext()
 
@@ -225,38 +222,6 @@ def _side_submit(run: _Run) -> SideSubmit | None:
         return side_reads.submit(work, begin=_begin_read)
 
     return submit
-
-
-@dataclass
-class _Beside(Generic[T]):
-    """An optional stage running on a side connection: its result, timing and failure, when joined."""
-
-    stage: str
-    future: Future[tuple[T, float]]
-
-    def result(self, run: _Run, *, consequence: str, default: T) -> T:
-        try:
-            value, elapsed_ms = self.future.result()
-        except Exception as error:  # fail-safe, as _optional: an optional stage never breaks retrieval
-            run.degrade(self.stage, error, consequence)
-            return default
-        run.timings[self.stage] = round(run.timings.get(self.stage, 0.0) + elapsed_ms, 3)
-        return value
-
-
-def _start_beside(run: _Run, stage: str, work: Callable[[Session], T]) -> _Beside[T] | None:
-    """``work`` started on a side connection; None when none is free (the caller runs it in line)."""
-    submit = _side_submit(run)
-    if submit is None:
-        return None
-
-    def timed(session: Session) -> tuple[T, float]:
-        started = time.perf_counter()
-        value = work(session)
-        return value, (time.perf_counter() - started) * 1000.0
-
-    future = submit(timed)
-    return None if future is None else _Beside(stage, future)
 
 
 def _graph_nodes(query_context: QueryContext, expansion: ExpandedQuery) -> list[GraphNode]:
@@ -297,29 +262,6 @@ def _keyword_idf(run: _Run, session: Session, qctx: QueryContext) -> list[float]
         ),
         default=None,
     )
-
-
-def _events_reader(
-    run: _Run, vector: list[float], ranked: list[RankedFact]
-) -> Callable[[Session], list[RetrievedEvent]]:
-    """The relevant-conversations read, for whichever connection runs it."""
-    config = run.config
-    support = fact_support(ranked[: config.reranker_candidate_multiplier * config.topk_facts])
-
-    def read(session: Session) -> list[RetrievedEvent]:
-        return relevant_conversations(
-            session,
-            run.agent_id,
-            vector,
-            run.plan.keywords,
-            config,
-            now=run.now,
-            session_id=run.session_id,
-            window=run.window,
-            support=support,
-        )
-
-    return read
 
 
 def _read(run: _Run, session: Session, vector: list[float] | None) -> _ReadOutcome:
@@ -388,16 +330,24 @@ def _read(run: _Run, session: Session, vector: list[float] | None) -> _ReadOutco
     outcome.ranked = rank_candidates(merged.values(), config, run.now)
     run.timed("rank", started)
 
-    events_work = _events_reader(run, vector, outcome.ranked) if vector is not None else None
-
-    # A large agent's relevant conversations are read on a side connection while spreading
-    # activation runs on this one (memory_core.read.side_reads); they need the ranking, not each other.
-    events_beside = None
-    if events_work is not None and outcome.signals.statements > 1:
-        events_beside = _start_beside(run, "events", events_work)
-    if events_work is not None and events_beside is None:
+    if vector is not None:
         outcome.events = _optional(
-            run, session, stage="events", consequence=_EVENTS_MISSING, work=lambda: events_work(session), default=[]
+            run,
+            session,
+            stage="events",
+            consequence="relevant conversations are missing",
+            work=lambda: relevant_conversations(
+                session,
+                run.agent_id,
+                vector,
+                run.plan.keywords,
+                config,
+                now=run.now,
+                session_id=run.session_id,
+                window=run.window,
+                support=fact_support(outcome.ranked[: config.reranker_candidate_multiplier * config.topk_facts]),
+            ),
+            default=[],
         )
 
     seed_facts = [(fact.candidate.fact_id, fact.formula) for fact in outcome.ranked[:SPREADING_SEED_FACTS]]
@@ -420,8 +370,6 @@ def _read(run: _Run, session: Session, vector: list[float] | None) -> _ReadOutco
         default=SpreadingResult(),
     )
     outcome.spreading = spreading
-    if events_beside is not None:
-        outcome.events = events_beside.result(run, consequence=_EVENTS_MISSING, default=[])
     fresh = [candidate for candidate in spreading.candidates if candidate.fact_id not in merged]
     outcome.spreading_unique = len(fresh)
     if fresh:
