@@ -85,7 +85,8 @@ def reconcile_facts(
             importance=fact.importance,
             confidence=fact.confidence,
             source_context=fact.source_context,
-            embedding=fact.embedding,
+            # Not copied: upsert takes it from the extract output (decision.index), so the
+            # vector is stored once per fact, not once per stage that handles it.
         )
         candidates = repository.closest_active_facts(
             session,

@@ -6,10 +6,13 @@ worker can run the next stage, and a redelivered stage reads exactly what was st
 
 from __future__ import annotations
 
+import base64
+import binascii
+import struct
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
 
 from memory_core.cognition.models import ExtractionOutput, KnownEntity, ReconcileAction
 
@@ -31,6 +34,41 @@ STAGE_OUTPUT_STATUS: dict[str, str] = {
 }
 STAGES: tuple[str, ...] = ("extract", "resolve", "reconcile", "upsert")
 TERMINAL_STATUSES: frozenset[str] = frozenset({"done", "failed"})
+
+
+def pack_embedding(vector: list[float] | None) -> str | None:
+    """``vector`` as base64 of little-endian float32: how stage outputs store an embedding.
+
+    Every stage stores its output as jsonb and reads those before it, and a message's outputs
+    carry several 384-number embeddings: as JSON numbers, PostgreSQL parsed each into a numeric
+    and printed it back on every read (~0.1 ms a vector), and the workers decoded and validated
+    them one number at a time. A string is stored and read as it is. float32 is what the
+    ``vector`` columns keep anyway.
+    """
+    if vector is None:
+        return None
+    return base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode("ascii")
+
+
+def unpack_embedding(value: object) -> object:
+    """The list of floats a stored embedding holds (packed, or a JSON list as stored before)."""
+    if not isinstance(value, str):
+        return value
+    try:
+        raw = base64.b64decode(value, validate=True)
+    except binascii.Error as error:
+        raise ValueError("an embedding must be base64 of float32 values or a list of numbers") from error
+    if len(raw) % 4:
+        raise ValueError("an embedding's bytes must be a whole number of float32 values")
+    return list(struct.unpack(f"<{len(raw) // 4}f", raw))
+
+
+# In Python a list of floats; in JSON (stage outputs) packed by pack_embedding.
+Embedding = Annotated[
+    list[float] | None,
+    BeforeValidator(unpack_embedding),
+    PlainSerializer(pack_embedding, return_type=str | None, when_used="json"),
+]
 
 
 class _Stored(BaseModel):
@@ -70,7 +108,7 @@ class PreparedFact(_Stored):
     importance: float = 0.5
     confidence: float = 0.6
     source_context: str | None = None
-    embedding: list[float] | None = None
+    embedding: Embedding = None
 
 
 class ExtractStageOutput(_Stored):
@@ -104,7 +142,7 @@ class ResolvedEntity(_Stored):
     method: ResolutionMethod
     is_new: bool
     aliases: list[str] = Field(default_factory=list)
-    embedding: list[float] | None = None
+    embedding: Embedding = None
 
 
 class ResolveStageOutput(_Stored):
@@ -127,7 +165,8 @@ class FactDecision(_Stored):
     importance: float = 0.5
     confidence: float = 0.6
     source_context: str | None = None
-    embedding: list[float] | None = None
+    # Left empty by reconcile (outputs since 2026-11-30): upsert takes facts[index]'s from the extract output.
+    embedding: Embedding = None
     action: ReconcileAction = "ADD"
     target_fact_id: str | None = None
     reason: str = ""

@@ -724,6 +724,16 @@ def refresh_entity_counts_of_agents(session: Session, changes: Mapping[str, tupl
     )
 
 
+def _with_embedding(decision: FactDecision, extract: ExtractStageOutput, entity_key: str | None) -> FactDecision:
+    """``decision`` with its fact's embedding (reconcile stores it once, in the extract output) and entity."""
+    update: dict[str, Any] = {}
+    if entity_key is not None:
+        update["entity_key"] = entity_key
+    if decision.embedding is None and 0 <= decision.index < len(extract.facts):
+        update["embedding"] = extract.facts[decision.index].embedding
+    return decision.model_copy(update=update) if update else decision
+
+
 def apply_message(
     session: Session,
     run: RunView,
@@ -752,10 +762,7 @@ def apply_message(
         if before.canonical_key != after.canonical_key
     }
     decisions = [
-        decision.model_copy(update={"entity_key": remap[decision.entity_key]})
-        if decision.entity_key in remap
-        else decision
-        for decision in reconciliation.decisions
+        _with_embedding(decision, extract, remap.get(decision.entity_key)) for decision in reconciliation.decisions
     ]
     for decision in decisions:
         if not guard_facts:
