@@ -5,7 +5,8 @@ Transactions and calls, in order:
 1. The planner (pure). Small talk stops here: no database, no embedding, no LLM.
 2. The query embedding, before any connection is taken (a slow embedder must not hold one).
 3. One read-only transaction: entity resolution + filter keys + aggregation prefixes + agent size
-   (one statement), 1-hop expansion, the three signals (one statement), relevant events,
+   (one statement), 1-hop expansion, the three signals (one statement; for a large agent the
+   semantic search runs beside it on a side connection, :mod:`memory_core.read.side_reads`), relevant events,
    spreading activation and context extras. Merge and rank run in between, in Python.
 4. The reranker, after that transaction ended (never hold a transaction across an LLM call).
 5. Compression (pure), then retrieval bookkeeping: the returned ids are queued and a background

@@ -686,7 +686,7 @@ def run_signals(session: Session, request: SignalRequest, side: SideSubmit | Non
     config = request.config
     result = SignalResult()
     strategy: VectorStrategy | None = None
-    ef_search = 0
+    ef_search = wanted = 0
     if request.query_vector is not None:
         wanted = max(config.signal_max_facts, config.reranker_candidate_multiplier * config.topk_facts)
         strategy = _vector_strategy(session, request, wanted)
@@ -701,14 +701,13 @@ def run_signals(session: Session, request: SignalRequest, side: SideSubmit | Non
     rows = _side_by_side_rows(session, request, strategy, ef_search, side) if ef_search else None
     if rows is not None:
         result.statements = 2
-        sem_limit = _statement(_semantic_only(request), strategy)[1]["sem_limit"]
     else:
         if ef_search:
             _set_ef_search(session, ef_search)
         sql, params = _statement(request, strategy)
         rows = list(session.execute(compact_sql(sql), params).all()) if sql else []
-        sem_limit = params.get("sem_limit", 0)
-    if strategy in {"hnsw", "agent_index"} and sum(1 for row in rows if row.in_sem) < sem_limit:
+    # `wanted` is the statement's :sem_limit: fewer semantic rows means the ANN scan came back short.
+    if strategy in {"hnsw", "agent_index"} and sum(1 for row in rows if row.in_sem) < wanted:
         # The filtered ANN scan came back short (the symptom of pgvector 0.6's post-filtering):
         # redo the semantic part exactly and let it decide which facts are semantic candidates.
         exact_rows = _exact_semantic_rows(session, request)

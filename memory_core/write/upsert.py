@@ -724,8 +724,8 @@ def refresh_entity_counts_of_agents(session: Session, changes: Mapping[str, tupl
     )
 
 
-def _with_embedding(decision: FactDecision, extract: ExtractStageOutput, entity_key: str | None) -> FactDecision:
-    """``decision`` with its fact's embedding (reconcile stores it once, in the extract output) and entity."""
+def _settled_decision(decision: FactDecision, extract: ExtractStageOutput, entity_key: str | None) -> FactDecision:
+    """``decision`` with its settled entity and its fact's embedding (stored once, in the extract output)."""
     update: dict[str, Any] = {}
     if entity_key is not None:
         update["entity_key"] = entity_key
@@ -762,7 +762,7 @@ def apply_message(
         if before.canonical_key != after.canonical_key
     }
     decisions = [
-        _with_embedding(decision, extract, remap.get(decision.entity_key)) for decision in reconciliation.decisions
+        _settled_decision(decision, extract, remap.get(decision.entity_key)) for decision in reconciliation.decisions
     ]
     for decision in decisions:
         if not guard_facts:
