@@ -52,7 +52,9 @@ class SideSubmit(Protocol):
 
 
 def _default_max_busy() -> int:
-    return max(1, (os.cpu_count() or 2) // 2)
+    # The CPUs this process may run on (a container's cpuset), not the host's.
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 2)
+    return max(1, cpus // 2)
 
 
 class SideReads:
