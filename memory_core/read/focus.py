@@ -23,9 +23,13 @@ question semantically or by keyword keeps that score whatever its entity.
 without a count (0) keeps the full weight.
 
 An entity whose specificity falls under :data:`MIN_SPECIFICITY` is left out altogether (its facts
-are not read): with 30 facts taken, one of more than 1,500. Its facts would enter the ranking
-with a graph score of a few thousandths, and reading them was most of the graph signal's time
-on large agents (5,700 facts of the person every question names: ~140 ms of the statement).
+are not read): with 30 facts taken, one of more than 600 (spreading, 3 taken: more than 60). Its
+facts would enter the ranking with a graph score of at most a twentieth of its edge's, and
+reading them was most of the graph signal's and spreading's time on large agents (5,700 facts of
+the person every question names: ~140 ms of the statement at 1,500; from 0.02 to 0.05, a
+100,000-fact agent's retrieve went from 39.9 / 54.5 to 34.9 / 46.8 ms p50 / p95 in process, and
+LoCoMo recall@5 / @10 / @25 from 53.1 / 61.0 / 70.8 to 53.2 / 61.2 / 70.6 with the hashing
+embedder; ops/bench/RESULTS.md).
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ from memory_core.read.signals import GraphNode
 __all__ = ["MIN_SPECIFICITY", "entity_fact_counts", "specificity", "weigh_graph_nodes"]
 
 # Below this share of weight an entity's facts say nothing about the query: they are not read.
-MIN_SPECIFICITY = 0.02
+MIN_SPECIFICITY = 0.05
 
 
 def specificity(fact_count: int | None, budget: int) -> float:

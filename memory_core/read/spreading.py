@@ -13,7 +13,7 @@ Each entity (or cluster) contributes at most ``spreading_facts_per_entity`` (3) 
 the strongest by dynamic importance (seeds R13), scaled by the entity's specificity when
 ``entity_specificity`` is on (:mod:`memory_core.read.focus`); an entity so broad that its share
 falls under :data:`~memory_core.read.focus.MIN_SPECIFICITY` (with 3 facts taken, more than
-150 facts) is not read at all: its facts would add nothing to the ranking.
+60 facts) is not read at all: its facts would add nothing to the ranking.
 ``spreading_activation_hops = 0`` disables it.
 A spread fact enters ranking with its activation as its graph signal; facts already found by the
 signals keep their own entry (the seeds dedupe spreading against the existing results).

@@ -77,11 +77,11 @@ def test_an_entity_too_broad_for_the_graph_budget_is_left_out_of_the_graph(
     narrow = memory.entity("Melanie")
     for number in range(101):
         memory.fact(f"Caroline painted picture number {number}", broad)
-    for number in range(50):
+    for number in range(20):
         memory.fact(f"Melanie ran lap number {number}", narrow)
     memory.refresh_fact_counts()
     budget = 2
-    assert budget / 101 < MIN_SPECIFICITY <= budget / 50
+    assert budget / 101 < MIN_SPECIFICITY <= budget / 20
 
     with read_ctx.sessions() as session:
         nodes = weigh_graph_nodes(
@@ -89,4 +89,4 @@ def test_an_entity_too_broad_for_the_graph_budget_is_left_out_of_the_graph(
         )
 
     assert [node.key for node in nodes] == [narrow]
-    assert nodes[0].strength == pytest.approx(budget / 50)
+    assert nodes[0].strength == pytest.approx(budget / 20)
