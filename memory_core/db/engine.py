@@ -6,7 +6,7 @@ import time
 from typing import Any
 
 import psycopg._queries
-from sqlalchemy import Engine, create_engine, event, exc
+from sqlalchemy import URL, Engine, create_engine, event, exc
 from sqlalchemy.orm import Session, sessionmaker
 
 from memory_core.settings import Settings
@@ -35,12 +35,24 @@ def create_db_engine(settings: Settings, *, pool_size: int | None = None, pre_pi
     invalidates the whole pool: right for callers that retry anyway.
     """
     size = pool_size if pool_size is not None else settings.database_pool_size
+    return pooled_engine(settings.sqlalchemy_url, pool_size=size, max_overflow=size, pre_ping=pre_ping)
+
+
+def pooled_engine(
+    url: str | URL,
+    *,
+    pool_size: int,
+    max_overflow: int,
+    application_name: str = "arandu",
+    pre_ping: bool = True,
+) -> Engine:
+    """The service's connection options (timeouts, recycling, idle ping) on a pool of the given shape."""
     engine = create_engine(
-        settings.sqlalchemy_url,
-        pool_size=size,
-        max_overflow=size,
+        url,
+        pool_size=pool_size,
+        max_overflow=max_overflow,
         pool_recycle=1800,
-        connect_args={"connect_timeout": 5, "application_name": "arandu"},
+        connect_args={"connect_timeout": 5, "application_name": application_name},
     )
     if pre_ping:
         ping_when_idle(engine, PING_AFTER_IDLE_S)

@@ -35,10 +35,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Protocol, TypeVar
 
-from sqlalchemy import Engine, create_engine
+from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from memory_core.db.engine import PING_AFTER_IDLE_S, create_session_factory, ping_when_idle
+from memory_core.db.engine import create_session_factory, pooled_engine
 
 __all__ = ["SideReads", "SideSubmit"]
 
@@ -88,15 +88,12 @@ class SideReads:
     def _side_engine(self) -> Engine:
         # The main engine's database (a test's own, too), in a pool without overflow: a permit
         # is a connection, so taking one never waits.
-        engine = create_engine(
+        return pooled_engine(
             self._main_engine.url,
             pool_size=self.connections,
             max_overflow=0,
-            pool_recycle=1800,
-            connect_args={"connect_timeout": 5, "application_name": "arandu-side-read"},
+            application_name="arandu-side-read",
         )
-        ping_when_idle(engine, PING_AFTER_IDLE_S)
-        return engine
 
     @contextmanager
     def serving(self) -> Iterator[None]:

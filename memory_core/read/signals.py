@@ -741,9 +741,10 @@ def _side_by_side_rows(
     rest_sql, rest_params = _statement(request, None)
     if not rest_sql:
         return None  # semantic search alone: nothing to run beside it
-    sem_sql, sem_params = _statement(_semantic_only(request), strategy)
 
     def semantic_rows(side_session: Session) -> list[Any]:
+        # Built on the side thread: a refused side read (busy process) costs no statement text.
+        sem_sql, sem_params = _statement(_semantic_only(request), strategy)
         _set_ef_search(side_session, ef_search)
         return list(side_session.execute(compact_sql(sem_sql), sem_params).all())
 
