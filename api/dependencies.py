@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
@@ -20,6 +20,7 @@ from fastapi import Depends, Request
 from pydantic import BaseModel, ValidationError
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
+from starlette.background import BackgroundTask
 from starlette.responses import JSONResponse
 
 from api.auth import SECURITY_SCHEME, SECURITY_SCHEME_NAME, encode_keys
@@ -270,9 +271,12 @@ def parse_json(model: type[ModelT], body: bytes) -> ModelT:
         raise_for_pydantic(error)
 
 
-def answer(status_code: int, content: dict[str, Any]) -> JSONResponse:
-    """A JSON answer built from plain values (no response-model re-validation)."""
-    return JSONResponse(content, status_code=status_code)
+def answer(status_code: int, content: dict[str, Any], *, then: Callable[[], object] | None = None) -> JSONResponse:
+    """A JSON answer built from plain values (no response-model re-validation).
+
+    ``then`` runs once the answer is sent (in the thread pool): work the client need not wait for.
+    """
+    return JSONResponse(content, status_code=status_code, background=BackgroundTask(then) if then else None)
 
 
 # ---- OpenAPI: bodies are parsed by the handlers, so their schemas are declared here ---------

@@ -98,7 +98,6 @@ def _store_import(
                 accept_messages(session, agent_id, messages[offset : offset + INSERT_CHUNK], import_id=import_id)
             )
         finish_import_intake(session, import_id, accepted)
-    state.enqueue(list(dict.fromkeys(str(item.event_id) for item in accepted if item.created)))
     return import_id, accepted, warnings
 
 
@@ -134,6 +133,8 @@ def post_import(request: Request, agent_id: AgentId, body: Annotated[ImportBody,
         source = "api"
     import_id, accepted, warnings = _store_import(request, agent_id, items, field_of, source)
     created = sum(1 for item in accepted if item.created)
+    queued = list(dict.fromkeys(str(item.event_id) for item in accepted if item.created))
+    state = get_state(request)
     return answer(
         202,
         {
@@ -143,6 +144,7 @@ def post_import(request: Request, agent_id: AgentId, body: Annotated[ImportBody,
             "status": "running" if created else "done",
             "warnings": cap_warnings(warnings),
         },
+        then=lambda: state.enqueue(queued),
     )
 
 

@@ -1,8 +1,9 @@
 """``POST /v1/agents/{agent_id}/messages`` (one message) and ``.../messages/batch`` (up to 1,000).
 
-Both store the events and their runs in one transaction, commit, then publish the pipeline:
-a worker never looks for an event that is not committed, and an event is never lost to a
-broker outage (the sweeper re-enqueues idle runs). A single message is queued for a collector
+Both store the events and their runs in one transaction, commit, answer, and only then publish
+the pipeline: a worker never looks for an event that is not committed, the caller does not wait
+for the broker, and an event is never lost to a broker outage or to a process that dies between
+the answer and the publish (the sweeper re-enqueues idle runs). A single message is queued for a collector
 that starts it in a chunk with its neighbours in time (:mod:`workers.intake`). The single-message handler is on the hot
 path: it parses once, builds nothing it could reuse and makes no extra round trip.
 """
@@ -99,8 +100,11 @@ def post_message(request: Request, agent_id: AgentId, body: JsonBody) -> JSONRes
     event_id = str(accepted.event_id)
     if not accepted.created:
         return answer(200, {"event_id": event_id, "status": accepted.status, "duplicate": True, "warnings": warnings})
-    state.enqueue_single((event_id,))
-    return answer(202, {"event_id": event_id, "status": accepted.status, "duplicate": False, "warnings": warnings})
+    return answer(
+        202,
+        {"event_id": event_id, "status": accepted.status, "duplicate": False, "warnings": warnings},
+        then=lambda: state.enqueue_single((event_id,)),
+    )
 
 
 def _dry_run(state: ApiState, agent_id: str, incoming: IncomingMessage, warnings: list[str]) -> JSONResponse:
@@ -150,7 +154,6 @@ def post_batch(request: Request, agent_id: AgentId, body: JsonBody) -> JSONRespo
     with state.sessions.begin() as session:
         accepted = accept_messages(session, agent_id, messages)
     created = list(dict.fromkeys(str(item.event_id) for item in accepted if item.created))
-    state.enqueue(created)
     return answer(
         202,
         {
@@ -158,4 +161,5 @@ def post_batch(request: Request, agent_id: AgentId, body: JsonBody) -> JSONRespo
             "duplicates": sum(1 for item in accepted if not item.created),
             "warnings": cap_warnings(warnings),
         },
+        then=lambda: state.enqueue(created),
     )

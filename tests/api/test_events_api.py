@@ -17,7 +17,7 @@ from sqlalchemy import Engine, text
 
 from memory_core.db.engine import create_db_engine
 from memory_core.settings import Settings
-from tests.support.api_server import api_settings, auth_headers, broker_client, queued_task_names, serve_api
+from tests.support.api_server import api_settings, auth_headers, broker_client, queued_task_names, serve_api, settled
 from tests.support.services import TestServices
 
 
@@ -157,7 +157,7 @@ def test_retrying_a_failed_event_resumes_at_the_failed_stage(
     event_id = send(client, agent)
     set_run(db, event_id, status="failed", stage="extract", attempts=6, error="RuntimeError: boom")
     assert client.get(f"/v1/events/{event_id}").json()["status"] == "failed"
-    before = queued_task_names(broker)
+    before = settled(lambda: queued_task_names(broker))  # the send's publish has landed
 
     response = client.post(f"/v1/events/{event_id}/retry")
     assert response.status_code == 202, response.text
@@ -173,7 +173,7 @@ def test_retrying_a_run_that_failed_later_keeps_earlier_stages(
 ) -> None:
     event_id = send(client, agent)
     set_run(db, event_id, status="failed", stage="reconcile", attempts=6, error="TimeoutError")
-    before = queued_task_names(broker)
+    before = settled(lambda: queued_task_names(broker))  # the send's publish has landed
     response = client.post(f"/v1/events/{event_id}/retry", json={"from_scratch": False})
     assert response.status_code == 202, response.text
     assert response.json()["start_stage"] == "reconcile"
@@ -201,7 +201,7 @@ def test_a_done_event_is_re_processed_only_from_scratch(
     assert "from_scratch" in conflict["error"]
     assert run_row(db, event_id).status == "done"
 
-    before = queued_task_names(broker)
+    before = settled(lambda: queued_task_names(broker))  # the send's publish has landed
     response = client.post(f"/v1/events/{event_id}/retry", json={"from_scratch": True})
     assert response.status_code == 202, response.text
     assert response.json() == {"event_id": event_id, "status": "received", "start_stage": "extract"}

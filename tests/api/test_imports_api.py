@@ -24,6 +24,7 @@ from tests.support.api_server import (
     broker_client,
     queued_task_names,
     serve_api,
+    settled,
     stored_counts,
 )
 from tests.support.services import TestServices
@@ -104,7 +105,7 @@ def _assert_error(response: httpx.Response, status: int, field: str, named: str 
 def test_a_json_import_stores_dated_events_under_one_import(
     client: httpx.Client, db: Engine, broker: redis.Redis, agent: str
 ) -> None:
-    before = queued_task_names(broker)
+    before = settled(lambda: queued_task_names(broker))
     response = client.post(f"/v1/agents/{agent}/imports", json={"messages": history(3)})
     assert response.status_code == 202, response.text
     body = response.json()
@@ -131,7 +132,7 @@ def test_a_json_import_stores_dated_events_under_one_import(
         (import_id, import_id, "received", "import")
     }
     assert tuple(recorded) == (agent, 3, 0)
-    assert queued_task_names(broker)[len(before) :] == ["ingest.extract"] * 3
+    assert settled(lambda: queued_task_names(broker))[len(before) :] == ["ingest.extract"] * 3
 
     progress = client.get(f"/v1/imports/{import_id}")
     assert progress.status_code == 200
@@ -182,14 +183,14 @@ def test_re_sending_an_import_creates_no_new_events(
     messages = history(4)
     first = client.post(f"/v1/agents/{agent}/imports", json={"messages": messages})
     assert first.status_code == 202
-    queued = broker.llen("ingest")
+    queued = settled(lambda: broker.llen("ingest"))
 
     again = client.post(f"/v1/agents/{agent}/imports", content=ndjson(messages), headers=NDJSON)
     assert again.status_code == 202, again.text
     body = again.json()
     assert (body["total"], body["duplicates"], body["status"]) == (0, 4, "done")
     assert stored_counts(db, agent)["memory_events"] == 4
-    assert broker.llen("ingest") == queued
+    assert settled(lambda: broker.llen("ingest")) == queued
     progress = client.get(f"/v1/imports/{body['import_id']}").json()
     assert (progress["total"], progress["duplicates"], progress["pending"], progress["status"]) == (0, 4, 0, "done")
 
@@ -212,10 +213,10 @@ def test_an_ndjson_import_ignores_blank_lines(client: httpx.Client, db: Engine, 
 def test_a_large_import_is_published_through_dispatch_tasks(
     client: httpx.Client, broker: redis.Redis, agent: str
 ) -> None:
-    before = queued_task_names(broker)
+    before = settled(lambda: queued_task_names(broker))
     response = client.post(f"/v1/agents/{agent}/imports", json={"messages": history(20)})
     assert response.status_code == 202
-    assert queued_task_names(broker)[len(before) :] == ["ingest.dispatch"]
+    assert settled(lambda: queued_task_names(broker))[len(before) :] == ["ingest.dispatch"]
 
 
 def test_an_import_of_10000_messages_is_stored_in_one_go(client: httpx.Client, db: Engine, agent: str) -> None:

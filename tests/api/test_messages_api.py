@@ -7,6 +7,9 @@ to the broker. Every refused request is checked to have stored nothing for its a
 from __future__ import annotations
 
 import json
+import socket
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -24,8 +27,10 @@ from tests.support.api_server import (
     api_settings,
     auth_headers,
     broker_client,
+    eventually_equal,
     queued_task_names,
     serve_api,
+    settled,
     stored_counts,
 )
 from tests.support.services import TestServices
@@ -87,8 +92,8 @@ def test_a_message_is_stored_as_an_event_with_a_received_run_and_published(
     client: httpx.Client, db: Engine, broker: redis.Redis, agent: str
 ) -> None:
     intake = IntakeQueue(broker)
+    before = settled(lambda: queued_task_names(broker))
     broker.delete(intake.pending_key)
-    before = queued_task_names(broker)
     response = client.post(
         f"/v1/agents/{agent}/messages", json={"message": "Eu moro em Recife.", "speaker_name": "Ana"}
     )
@@ -111,17 +116,18 @@ def test_a_message_is_stored_as_an_event_with_a_received_run_and_published(
     assert run.status == "received"
     assert run.attempts == 0
     assert run.options == {"verbose": False, "config_overrides": {}, "recent_messages": []}
-    # The event waits in the intake list for a collector, which is queued on the ingest queue.
-    assert broker.lrange(intake.list_key, -1, -1) == [str(event_id).encode()]
-    assert queued_task_names(broker)[len(before) :] == ["ingest.collect"]
+    # The event waits in the intake list for a collector, which is queued on the ingest queue
+    # (both published just after the answer).
+    eventually_equal(lambda: broker.lrange(intake.list_key, -1, -1), [str(event_id).encode()])
+    assert settled(lambda: queued_task_names(broker))[len(before) :] == ["ingest.collect"]
 
 
 def test_single_messages_share_one_collector_and_wait_for_it_in_order(
     client: httpx.Client, broker: redis.Redis, agent: str
 ) -> None:
     intake = IntakeQueue(broker)
+    before = settled(lambda: queued_task_names(broker))
     broker.delete(intake.list_key, intake.pending_key)
-    before = queued_task_names(broker)
     sent = []
     for number, other in enumerate((agent, f"{agent}-b", agent, f"{agent}-c")):
         response = client.post(
@@ -130,13 +136,14 @@ def test_single_messages_share_one_collector_and_wait_for_it_in_order(
         assert response.status_code == 202, response.text
         sent.append(response.json()["event_id"])
     # Four messages of three agents: one collector task for all of them, ids in the order sent.
-    assert queued_task_names(broker)[len(before) :] == ["ingest.collect"]
-    assert [item.decode() for item in broker.lrange(intake.list_key, 0, -1)] == sent
+    eventually_equal(lambda: [item.decode() for item in broker.lrange(intake.list_key, 0, -1)], sent)
+    assert settled(lambda: queued_task_names(broker))[len(before) :] == ["ingest.collect"]
     # Once a collector has taken the list, the next message queues the next collector.
     assert intake.take() == sent
     response = client.post(f"/v1/agents/{agent}/messages", json={"message": "Later.", "speaker_name": "Ana"})
-    assert queued_task_names(broker)[len(before) :] == ["ingest.collect", "ingest.collect"]
-    assert [item.decode() for item in broker.lrange(intake.list_key, 0, -1)] == [response.json()["event_id"]]
+    later = [response.json()["event_id"]]
+    eventually_equal(lambda: [item.decode() for item in broker.lrange(intake.list_key, 0, -1)], later)
+    assert settled(lambda: queued_task_names(broker))[len(before) :] == ["ingest.collect", "ingest.collect"]
 
 
 def test_every_optional_field_is_stored(client: httpx.Client, db: Engine, agent: str) -> None:
@@ -198,13 +205,13 @@ def test_the_same_message_id_twice_returns_the_same_event_and_queues_nothing(
     payload = {"message": "Tenho um gato chamado Tom.", "speaker_name": "Ana", "message_id": "m-1"}
     first = client.post(f"/v1/agents/{agent}/messages", json=payload)
     assert first.status_code == 202
-    queued = broker.llen("ingest")
+    queued = settled(lambda: broker.llen("ingest"))
     second = client.post(f"/v1/agents/{agent}/messages", json=payload)
     assert second.status_code == 200, second.text
     assert second.json()["event_id"] == first.json()["event_id"]
     assert second.json()["duplicate"] is True
     assert second.json()["status"] == "received"
-    assert broker.llen("ingest") == queued
+    assert settled(lambda: broker.llen("ingest")) == queued
     counts = stored_counts(db, agent)
     assert counts["memory_events"] == 1
     assert counts["pipeline_runs"] == 1
@@ -472,7 +479,7 @@ def test_a_batch_counts_known_message_ids_as_duplicates(
     client: httpx.Client, db: Engine, broker: redis.Redis, agent: str
 ) -> None:
     known = client.post(f"/v1/agents/{agent}/messages", json={**VALID, "message_id": "known"}).json()["event_id"]
-    queued = broker.llen("ingest")
+    queued = settled(lambda: broker.llen("ingest"))
     response = client.post(
         f"/v1/agents/{agent}/messages/batch",
         json={
@@ -492,20 +499,21 @@ def test_a_batch_counts_known_message_ids_as_duplicates(
     assert ids[0] == ids[2]
     assert len(set(ids)) == 3
     assert stored_counts(db, agent)["memory_events"] == 3
-    # Two new events, two chains (small batches are published directly).
-    assert broker.llen("ingest") == queued + 2
+    # Two new events, two chains (small batches are published directly, once answered).
+    eventually_equal(lambda: broker.llen("ingest"), queued + 2)
+    assert settled(lambda: broker.llen("ingest")) == queued + 2
 
 
 def test_a_large_batch_is_published_through_one_dispatch_task(
     client: httpx.Client, broker: redis.Redis, agent: str
 ) -> None:
-    before = queued_task_names(broker)
+    before = settled(lambda: queued_task_names(broker))
     response = client.post(
         f"/v1/agents/{agent}/messages/batch",
         json={"messages": [{"message": f"m{index}", "speaker_name": "Ana"} for index in range(20)]},
     )
     assert response.status_code == 202
-    assert queued_task_names(broker)[len(before) :] == ["ingest.dispatch"]
+    assert settled(lambda: queued_task_names(broker))[len(before) :] == ["ingest.dispatch"]
 
 
 def test_a_batch_with_one_bad_item_stores_nothing_and_names_it(client: httpx.Client, db: Engine, agent: str) -> None:
@@ -570,7 +578,7 @@ def test_a_batch_of_1000_is_accepted(client: httpx.Client, db: Engine, agent: st
 def test_a_dry_run_answers_the_write_result_and_stores_nothing(
     client: httpx.Client, db: Engine, broker: redis.Redis, agent: str
 ) -> None:
-    queued = broker.llen("ingest")
+    queued = settled(lambda: broker.llen("ingest"))
     response = client.post(
         f"/v1/agents/{agent}/messages",
         json={"message": "Eu moro em São Paulo.", "speaker_name": "Rafael", "dry_run": True, "verbose": True},
@@ -585,7 +593,7 @@ def test_a_dry_run_answers_the_write_result_and_stores_nothing(
     assert all(fact["fact_id"] is None for fact in result["facts_added"])
     assert result["pipeline"], "verbose asks for the trace"
     _nothing_stored(db, agent)
-    assert broker.llen("ingest") == queued
+    assert settled(lambda: broker.llen("ingest")) == queued
 
 
 # ---- Broker outage and configuration -----------------------------------------------------------
@@ -600,6 +608,53 @@ def test_a_message_is_accepted_and_stored_while_the_broker_is_down(
     with serve_api(settings) as base_url:
         response = httpx.post(f"{base_url}/v1/agents/{agent}/messages", json=VALID, headers=auth_headers(), timeout=30)
     assert response.status_code == 202, response.text
+    assert stored_counts(db, agent)["pipeline_runs"] == 1
+
+
+@pytest.fixture
+def hung_broker(tmp_path: Path) -> Iterator[str]:
+    """A unix socket that takes connections and never answers: a broker that hangs."""
+    path = tmp_path / "hung.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(16)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(server.accept()[0])
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield f"redis+socket://{path}"
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+        for connection in held:
+            connection.close()
+        server.close()
+
+
+def test_a_broker_that_hangs_does_not_hold_up_the_answer(
+    migrated_database_url: str, db: Engine, tmp_path: Path, agent: str, hung_broker: str
+) -> None:
+    # The pipeline is published once the 202 is sent: the caller never waits for the broker
+    # (here its client gives up after 2 s), and the stored run is the sweeper's to start.
+    settings = api_settings(migrated_database_url, hung_broker, tmp_path / "home")
+    with serve_api(settings) as base_url:
+        started = time.perf_counter()
+        response = httpx.post(f"{base_url}/v1/agents/{agent}/messages", json=VALID, headers=auth_headers(), timeout=30)
+        waited = time.perf_counter() - started
+    assert response.status_code == 202, response.text
+    assert waited < 1.5, f"the answer waited {waited:.2f} s for the broker"
     assert stored_counts(db, agent)["pipeline_runs"] == 1
 
 

@@ -16,9 +16,10 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 import httpx
 import redis
@@ -30,6 +31,8 @@ from memory_core.settings import Settings, load_settings
 from workers.redis_client import redis_client_for
 
 TEST_API_KEY = "test-key"
+
+T = TypeVar("T")
 
 
 def api_settings(database_url: str, broker_url: str, home: Path, **overrides: object) -> Settings:
@@ -145,3 +148,34 @@ def queued_task_names(client: redis.Redis, queue: str = "ingest") -> list[str]:
         message = json.loads(raw)
         names.append(str(message.get("headers", {}).get("task", "?")))
     return names
+
+
+# The API publishes an accepted message's processing once its answer is sent (a background task),
+# so the broker's queues catch up with a 202 a moment after it: read them with these two.
+
+
+def settled(read: Callable[[], T], *, quiet_s: float = 0.5, timeout_s: float = 15.0) -> T:
+    """``read()`` once it has given the same value for ``quiet_s`` (what is in flight has landed)."""
+    deadline = time.monotonic() + timeout_s
+    value = read()
+    since = time.monotonic()
+    while True:
+        time.sleep(0.05)
+        current = read()
+        if current != value:
+            value, since = current, time.monotonic()
+        elif time.monotonic() - since >= quiet_s:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still changing after {timeout_s} s, last {value!r}")
+
+
+def eventually_equal(read: Callable[[], T], expected: T, *, timeout_s: float = 15.0) -> None:
+    """Wait until ``read()`` gives ``expected``; fail naming the last value after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    value = read()
+    while value != expected:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"expected {expected!r} within {timeout_s} s, last {value!r}")
+        time.sleep(0.02)
+        value = read()

@@ -20,7 +20,7 @@ from memory_core.settings import Settings
 from memory_core.write.context import WriteContext, build_write_context
 from memory_core.write.intake import IncomingMessage, accept_messages
 from memory_core.write.pipeline import run_stage_chunk
-from tests.support.api_server import serve_api
+from tests.support.api_server import eventually_equal, serve_api
 from tests.support.workers import isolated_app, running_worker, wait_for_runs
 from tests.workers.conftest import API_KEY
 from tests.workers.memory_queries import MemoryInspector
@@ -67,7 +67,7 @@ def test_single_messages_of_several_agents_are_processed_in_shared_chunks(write_
                 )
                 assert response.status_code == 202, response.text
                 sent.append(response.json()["event_id"])
-        assert _intake(app).depth() == len(sent)
+        eventually_equal(lambda: _intake(app).depth(), len(sent))  # pushed just after each answer
         with running_worker(app, concurrency=4):
             assert wait_for_runs(own.database_url, sent) == dict.fromkeys(sent, "done")
         # Twelve messages of four agents in one chunk: each stage ran once, not twelve times.
