@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -66,6 +66,7 @@ from memory_core.read.signals import (
     SignalRequest,
     SignalResult,
     run_signals,
+    start_indexed_semantic,
 )
 from memory_core.read.spreading import (
     SPREADING_SEED_FACTS,
@@ -266,15 +267,52 @@ def _keyword_idf(run: _Run, session: Session, qctx: QueryContext) -> list[float]
 
 
 def _read(run: _Run, session: Session, vector: list[float] | None) -> _ReadOutcome:
-    outcome = _ReadOutcome()
-    config = run.config
     _begin_read(session)
-
     started = time.perf_counter()
     # An agent with a vector index of its own is searched through it whatever its size: its
     # facts need not be counted (a bounded scan of up to 20,000 index entries otherwise).
     threshold = run.ctx.settings.retrieval_agent_index_min_facts
     indexed = vector is not None and threshold > 0 and agent_indexes.has_index(session, run.agent_id)
+    # Its semantic search needs nothing the next stages find: started now, on a side connection,
+    # the walk of its index overlaps them.
+    semantic = _start_indexed_semantic(run, vector, threshold) if indexed and not run.entity_keys else None
+    try:
+        return _read_stages(
+            run, session, vector, indexed=indexed, threshold=threshold, semantic=semantic, started=started
+        )
+    finally:
+        if semantic is not None:
+            wait([semantic])  # never outlives the request, whichever stage failed
+
+
+def _start_indexed_semantic(run: _Run, vector: list[float] | None, threshold: int) -> Future[list[Any]] | None:
+    side = _side_submit(run)
+    if side is None:
+        return None
+    request = SignalRequest(
+        agent_id=run.agent_id,
+        config=run.config,
+        now=run.now,
+        query_vector=vector,
+        window=run.window,
+        session_id=run.session_id,
+        agent_index_min_facts=threshold,
+    )
+    return start_indexed_semantic(request, side)
+
+
+def _read_stages(
+    run: _Run,
+    session: Session,
+    vector: list[float] | None,
+    *,
+    indexed: bool,
+    threshold: int,
+    semantic: Future[list[Any]] | None,
+    started: float,
+) -> _ReadOutcome:
+    outcome = _ReadOutcome()
+    config = run.config
     count_cap = 0 if indexed else max(EXACT_SCAN_MAX_FACTS, threshold) + 1
     qctx = resolve_query_context(
         session,
@@ -320,7 +358,7 @@ def _read(run: _Run, session: Session, vector: list[float] | None) -> _ReadOutco
         table_rows=qctx.table_rows,
         agent_index_min_facts=threshold,
     )
-    outcome.signals = run_signals(session, request, side=_side_submit(run))
+    outcome.signals = run_signals(session, request, side=_side_submit(run), semantic=semantic)
     run.timed("signals", started)
 
     keyword_idf = _keyword_idf(run, session, qctx)

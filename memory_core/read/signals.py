@@ -34,7 +34,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, wait
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
@@ -69,6 +70,7 @@ __all__ = [
     "choose_vector_strategy",
     "fact_filter_sql",
     "run_signals",
+    "start_indexed_semantic",
 ]
 
 # Below this many facts an agent is searched exactly (see the module docstring).
@@ -205,6 +207,8 @@ class SignalResult:
     keywords_dropped: list[str] = field(default_factory=list)
     # 2 when the semantic search ran on a side connection beside the other signals' statement.
     statements: int = 1
+    # True when that semantic search was started before the query's entities were resolved.
+    semantic_started_early: bool = False
 
     def summary(self) -> dict[str, Any]:
         """JSON-friendly form for the trace."""
@@ -215,6 +219,7 @@ class SignalResult:
             "keywords_too_common": list(self.keywords_dropped),
             "duration_ms": round(self.duration_ms, 2),
             "statements": self.statements,
+            "semantic_started_early": self.semantic_started_early,
         }
 
 
@@ -675,30 +680,46 @@ def _exact_semantic_rows(session: Session, request: SignalRequest) -> list[Any]:
     return list(session.execute(compact_sql(sql), params).all())
 
 
-def run_signals(session: Session, request: SignalRequest, side: SideSubmit | None = None) -> SignalResult:
+def run_signals(
+    session: Session,
+    request: SignalRequest,
+    side: SideSubmit | None = None,
+    semantic: Future[list[Any]] | None = None,
+) -> SignalResult:
     """Run the semantic, keyword and graph signals; return merged candidates.
 
     One statement, unless ``side`` can take the semantic search of a large agent (an HNSW walk)
     to a second connection: it then runs beside the keyword and graph statement
     (:mod:`memory_core.read.side_reads`), and the two halves' candidates are merged by fact id.
+    ``semantic`` is that search already started by :func:`start_indexed_semantic`; it is always
+    waited for, and its rows are used when the agent is still searched through its own index.
     """
     started = time.perf_counter()
     config = request.config
     result = SignalResult()
     strategy: VectorStrategy | None = None
     ef_search = wanted = 0
-    if request.query_vector is not None:
-        wanted = max(config.signal_max_facts, config.reranker_candidate_multiplier * config.topk_facts)
-        strategy = _vector_strategy(session, request, wanted)
-        if strategy == "hnsw":
-            ef_search = min(_HNSW_EF_SEARCH_MAX, max(HNSW_EF_SEARCH, wanted * HNSW_OVERFETCH))
-        elif strategy == "agent_index":
-            ef_search = min(_HNSW_EF_SEARCH_MAX, max(AGENT_INDEX_EF_SEARCH, wanted * AGENT_INDEX_OVERFETCH))
-        result.vector_strategy = strategy
-    if request.keywords and request.search_keywords is None:
-        indexed = strategy == "agent_index"
-        request.search_keywords, result.keywords_dropped = choose_search_keywords(session, request, indexed)
-    rows = _side_by_side_rows(session, request, strategy, ef_search, side) if ef_search else None
+    try:
+        if request.query_vector is not None:
+            wanted = _semantic_wanted(config)
+            strategy = _vector_strategy(session, request, wanted)
+            if strategy == "hnsw":
+                ef_search = min(_HNSW_EF_SEARCH_MAX, max(HNSW_EF_SEARCH, wanted * HNSW_OVERFETCH))
+            elif strategy == "agent_index":
+                ef_search = _agent_index_ef_search(wanted)
+            result.vector_strategy = strategy
+        if strategy != "agent_index" and semantic is not None:
+            wait([semantic])  # the agent's index went away meanwhile: its rows are not this search's
+            semantic = None
+        result.semantic_started_early = semantic is not None
+        if request.keywords and request.search_keywords is None:
+            indexed = strategy == "agent_index"
+            request.search_keywords, result.keywords_dropped = choose_search_keywords(session, request, indexed)
+        rows = _side_by_side_rows(session, request, strategy, ef_search, side, semantic=semantic) if ef_search else None
+    finally:
+        # A side read never outlives its request, whatever failed before it was taken up.
+        if semantic is not None:
+            wait([semantic])
     if rows is not None:
         result.statements = 2
     else:
@@ -723,6 +744,27 @@ def run_signals(session: Session, request: SignalRequest, side: SideSubmit | Non
     return _finish(result, list(merged.values()), started)
 
 
+def start_indexed_semantic(request: SignalRequest, side: SideSubmit) -> Future[list[Any]] | None:
+    """Start the semantic search of an agent that has its own vector index, on a side connection.
+
+    Its statement needs only the query's vector, so the walk of the index (the longest part of a
+    large agent's retrieve) can begin before the query's entities are resolved and overlap them
+    as well as the keyword and graph statement. Give the future to :func:`run_signals`. ``None``
+    when no side connection is free. Not for searches narrowed by ``entity_keys`` (exact).
+    """
+    if request.query_vector is None or request.filter_keys is not None:
+        return None
+    return side(_semantic_work(request, "agent_index", _agent_index_ef_search(_semantic_wanted(request.config))))
+
+
+def _semantic_wanted(config: MemoryConfig) -> int:
+    return max(config.signal_max_facts, config.reranker_candidate_multiplier * config.topk_facts)
+
+
+def _agent_index_ef_search(wanted: int) -> int:
+    return min(_HNSW_EF_SEARCH_MAX, max(AGENT_INDEX_EF_SEARCH, wanted * AGENT_INDEX_OVERFETCH))
+
+
 def _set_ef_search(session: Session, ef_search: int) -> None:
     # SET LOCAL: the raised ef_search ends with this read transaction.
     session.execute(sql_text(f"SET LOCAL hnsw.ef_search = {int(ef_search)}"))
@@ -732,31 +774,42 @@ def _semantic_only(request: SignalRequest) -> SignalRequest:
     return replace(request, keywords=(), search_keywords=(), entity_patterns=(), graph_nodes=(), broad=False)
 
 
-def _side_by_side_rows(
-    session: Session, request: SignalRequest, strategy: VectorStrategy | None, ef_search: int, side: SideSubmit | None
-) -> list[Any] | None:
-    """The semantic rows (read on a side connection) and the other signals' rows; None if not split."""
-    if side is None:
-        return None
-    rest_sql, rest_params = _statement(request, None)
-    if not rest_sql:
-        return None  # semantic search alone: nothing to run beside it
-
+def _semantic_work(
+    request: SignalRequest, strategy: VectorStrategy | None, ef_search: int
+) -> Callable[[Session], list[Any]]:
     def semantic_rows(side_session: Session) -> list[Any]:
         # Built on the side thread: a refused side read (busy process) costs no statement text.
         sem_sql, sem_params = _statement(_semantic_only(request), strategy)
         _set_ef_search(side_session, ef_search)
         return list(side_session.execute(compact_sql(sem_sql), sem_params).all())
 
-    future = side(semantic_rows)
+    return semantic_rows
+
+
+def _side_by_side_rows(
+    session: Session,
+    request: SignalRequest,
+    strategy: VectorStrategy | None,
+    ef_search: int,
+    side: SideSubmit | None,
+    *,
+    semantic: Future[list[Any]] | None = None,
+) -> list[Any] | None:
+    """The semantic rows (read on a side connection) and the other signals' rows; None if not split."""
+    rest_sql, rest_params = _statement(request, None)
+    future = semantic
     if future is None:
-        return None  # every side connection is busy: one statement, as for a small agent
+        if side is None or not rest_sql:
+            return None  # no side connections, or semantic search alone: nothing to run beside it
+        future = side(_semantic_work(request, strategy, ef_search))
+        if future is None:
+            return None  # every side connection is busy: one statement, as for a small agent
     try:
-        rest_rows = list(session.execute(compact_sql(rest_sql), rest_params).all())
+        rest_rows = list(session.execute(compact_sql(rest_sql), rest_params).all()) if rest_sql else []
     finally:
         # Waited for even when the main statement failed: the side read must not outlive the request.
-        semantic = future.result()
-    return [*semantic, *rest_rows]
+        semantic_rows = future.result()
+    return [*semantic_rows, *rest_rows]
 
 
 def choose_search_keywords(session: Session, request: SignalRequest, indexed: bool) -> tuple[list[str], list[str]]:

@@ -450,12 +450,45 @@ def test_a_large_agents_semantic_search_runs_beside_the_other_signals_and_finds_
         assert beside.trace is not None
         assert single.trace is not None
         assert (beside.trace["retrieval"]["statements"], single.trace["retrieval"]["statements"]) == (2, 1)
+        # The walk of the agent's index began with the read, before the query's entities.
+        assert beside.trace["retrieval"]["semantic_started_early"] is True
+        assert single.trace["retrieval"]["semantic_started_early"] is False
         assert [f.fact_id for f in beside.facts] == [f.fact_id for f in single.facts]
         # Recency is computed from each call's own clock: the scores agree to a few microseconds' decay.
         assert [f.score for f in beside.facts] == pytest.approx([f.score for f in single.facts], abs=1e-4)
         assert beside.context == single.context
         assert "events" in beside.trace["timings_ms"]
         assert not beside.warnings
+
+
+def test_a_search_narrowed_by_entity_keys_is_not_started_before_its_entities(table: Table) -> None:
+    # entity_keys narrow the semantic search to the named entities' facts (an exact scan): it
+    # cannot begin before they are resolved.
+    with table.ctx.engine.begin() as connection:
+        connection.execute(
+            text(
+                "INSERT INTO memory_entities (agent_id, canonical_key, display_name, entity_type, fact_count) "
+                "VALUES (:a, 'concept:item', 'Item', 'concept', :n)"
+            ),
+            {"a": BIG, "n": SIZES[BIG]},
+        )
+    try:
+        query = _query(450)
+        narrowed = retrieve(
+            replace(table.ctx, embedder=FixedEmbedder(query)),
+            agent_id=BIG,
+            query="zzqx",
+            entity_keys=["concept:item"],
+            verbose=True,
+        )
+        assert narrowed.trace is not None
+        assert narrowed.trace["retrieval"]["semantic_started_early"] is False
+        assert not narrowed.warnings
+        assert narrowed.facts
+        assert {fact.entity_key for fact in narrowed.facts} == {"concept:item"}
+    finally:
+        with table.ctx.engine.begin() as connection:
+            connection.execute(text("DELETE FROM memory_entities WHERE agent_id = :a"), {"a": BIG})
 
 
 def _side_connections(ctx: ReadContext) -> int:
