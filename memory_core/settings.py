@@ -63,6 +63,9 @@ DEFAULT_EMBEDDING_DIMENSIONS = {
     EmbeddingProviderName.HASHING: 384,
     EmbeddingProviderName.LOCAL: 384,
 }
+# Events per pipeline chain when ARANDU_PIPELINE_CHUNK_SIZE is not set (see Settings.chunk_size).
+OFFLINE_CHUNK_SIZE = 64
+LLM_CHUNK_SIZE = 16
 DEFAULT_LLM_MODELS = {
     LLMProviderName.OPENAI: "gpt-4o-mini",
     LLMProviderName.ANTHROPIC: "claude-sonnet-4-20250514",
@@ -148,7 +151,9 @@ class Settings(BaseSettings):
     pipeline_max_sweeps: int = Field(default=5, ge=1, le=10000)
     # Batches, imports and sweeps run one chain per (agent, this many events): Celery's per-task
     # cost is paid once per chunk and the chunk's upsert is one transaction under the agent lock.
-    pipeline_chunk_size: int = Field(default=16, ge=1, le=500)
+    # None: OFFLINE_CHUNK_SIZE with the offline skills, LLM_CHUNK_SIZE with an LLM (see
+    # :attr:`Settings.chunk_size`).
+    pipeline_chunk_size: int | None = Field(default=None, ge=1, le=500)
     # Single messages (POST .../messages) wait up to this long for others to share a chunk with
     # (any agents); a full chunk starts at once. 0 = each message is a chain of its own at once.
     pipeline_intake_wait_ms: float = Field(default=300.0, ge=0, le=10_000)
@@ -256,6 +261,21 @@ class Settings(BaseSettings):
             return self.llm_api_key.get_secret_value()
         fallback = os.environ.get("OPENAI_API_KEY", "").strip()
         return fallback or None
+
+    @property
+    def chunk_size(self) -> int:
+        """Events of one agent per pipeline chain: ``ARANDU_PIPELINE_CHUNK_SIZE``, else by the skills.
+
+        A chunk's later messages are reconciled before its earlier ones are applied; the apply
+        re-checks each decision (repeats, near-duplicates, single-valued slots) against what the
+        earlier ones wrote. With the offline rules that re-check is most of what reconciliation
+        decides, so they take long chunks: a chain's fixed cost (four task deliveries, the run
+        reads and writes) is most of a short chunk's CPU. An LLM's reconciliation judges more,
+        so its chunks stay short enough for it to see most of a conversation's earlier facts.
+        """
+        if self.pipeline_chunk_size is not None:
+            return self.pipeline_chunk_size
+        return OFFLINE_CHUNK_SIZE if self.llm is LLMProviderName.OFFLINE else LLM_CHUNK_SIZE
 
     @property
     def llm(self) -> LLMProviderName:

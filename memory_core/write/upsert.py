@@ -24,6 +24,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from memory_core.cognition.offline.patterns import RETRACTION
 from memory_core.config import MemoryConfig
 from memory_core.db.statements import sql
 from memory_core.write import repository
@@ -300,12 +301,18 @@ class Applier:
         )
         active_ids = {candidate.fact_id for candidate in current}
         folded = _folded_text(decision.text)
+        # "no longer likes jazz" is very similar to "likes jazz" yet ends it: not a repeat.
+        retraction = decision.attribute_key is not None and RETRACTION.search(fold(decision.text)) is not None
         duplicate = next(
             (
                 c
                 for c in current
                 if _folded_text(c.text) == folded
-                or (c.similarity >= NEAR_DUPLICATE_SIMILARITY and c.attribute_key == decision.attribute_key)
+                or (
+                    not retraction
+                    and c.similarity >= NEAR_DUPLICATE_SIMILARITY
+                    and c.attribute_key == decision.attribute_key
+                )
             ),
             None,
         )
@@ -326,7 +333,37 @@ class Applier:
                 return decision.model_copy(update={"target_fact_id": successor.fact_id})
             if decision.action == "DELETE":
                 return decision.model_copy(update={"action": "NOOP", "target_fact_id": None})
+        if retraction:
+            retracted = self._retracted_unseen(decision, current)
+            if retracted is not None:
+                return decision.model_copy(
+                    update={
+                        "action": "UPDATE",
+                        "target_fact_id": retracted.fact_id,
+                        "reason": "retracts a fact written after this decision was made",
+                    }
+                )
         return decision.model_copy(update={"action": "ADD", "target_fact_id": None})
+
+    def _retracted_unseen(
+        self, decision: FactDecision, current: Sequence[repository.FactRow]
+    ) -> repository.FactRow | None:
+        """The fact of ``decision``'s slot that it retracts, among those its reconciliation did not see.
+
+        A chunk's messages are reconciled before its earlier ones are written, so "I no longer
+        like jazz" may be decided without "I like jazz" of the same import. The facts it saw
+        were judged there (an LLM may have kept both on purpose); the others are judged here by
+        the offline rule: the most similar relevant fact of the same slot (ties: smallest id).
+        """
+        seen = set(decision.candidate_ids)
+        unseen = [
+            c
+            for c in current
+            if c.fact_id not in seen
+            and c.attribute_key == decision.attribute_key
+            and c.similarity >= self.config.reconciliation_similarity_threshold
+        ]
+        return min(unseen, key=lambda c: (-c.similarity, c.fact_id), default=None)
 
     def apply_decision(self, decision: FactDecision) -> None:
         """Write one decision (inside its own savepoint, opened by the caller)."""

@@ -1742,7 +1742,8 @@ def _stack_description(stack: BenchStack) -> str:
         f"API (uvicorn x {settings.api_processes} processes), worker-ingest (threads x "
         f"{settings.ingest_concurrency}), worker-apply ({apply} x "
         f"{settings.apply_concurrency} threads), worker-maintenance (prefork x {settings.maintenance_concurrency}), "
-        f"Beat, Flower; embedded PostgreSQL 16 + pgvector and Redis; DB pool {settings.database_pool_size} "
+        f"Beat, Flower; batches and imports in chains of up to {settings.chunk_size} events of one agent; "
+        f"embedded PostgreSQL 16 + pgvector and Redis; DB pool {settings.database_pool_size} "
         f"(+{settings.database_pool_size} overflow) per process; LLM {settings.llm.value}, embeddings "
         f"{settings.embedder.value} ({settings.dimensions}); ARANDU_LOG_LEVEL={settings.log_level.value}"
     )
@@ -1783,6 +1784,8 @@ def run_ingest_benchmark(
     ``env`` adds settings to every phase and ``llm_env`` to phase 3 only (diagnosis runs: the
     command recorded with the figures shows them).
     """
+    from memory_core.settings import load_settings
+
     sizes = Sizes.quick() if quick else Sizes()
     machine = machine_info()
     command = _command(argv)
@@ -1871,7 +1874,7 @@ def run_ingest_benchmark(
             f"3 e2e LLM stub: OpenAI-compatible stub in the benchmark process answering every call after "
             f"{STUB_LATENCY_S * 1000:.0f} ms; processes restarted on a fresh database with "
             + ", ".join(f"{name}={value}" for name, value in llm_settings.items() if name != "ARANDU_LLM_API_KEY")
-            + ".",
+            + f"; batches in chains of up to {load_settings().chunk_size} events of one agent.",
         )
         _collect(report, rows, notes, targets)
 

@@ -106,3 +106,15 @@ def test_production_refuses_to_start_without_api_keys_and_flower_password(monkey
 def test_plain_postgresql_url_gets_the_psycopg_driver() -> None:
     settings = load_settings(database_url="postgresql://u:p@db:5432/arandu")
     assert settings.sqlalchemy_url == "postgresql+psycopg://u:p@db:5432/arandu"
+
+
+def test_chunks_are_long_with_the_offline_rules_short_with_an_llm_unless_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert load_settings().chunk_size == 64
+    monkeypatch.setenv("ARANDU_LLM_PROVIDER", "openai")
+    monkeypatch.setenv("ARANDU_LLM_BASE_URL", "http://127.0.0.1:11434/v1")
+    assert load_settings().chunk_size == 16
+    monkeypatch.setenv("ARANDU_PIPELINE_CHUNK_SIZE", "40")
+    assert load_settings().chunk_size == 40
+    monkeypatch.setenv("ARANDU_PIPELINE_CHUNK_SIZE", "0")
+    with pytest.raises(SettingsError, match="ARANDU_PIPELINE_CHUNK_SIZE"):
+        load_settings()

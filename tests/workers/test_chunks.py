@@ -332,3 +332,39 @@ def test_messages_sharing_a_timestamp_are_applied_in_the_order_they_were_sent(
             assert set(run_stage_chunk(context, stage, list(reversed(ids))).values()) == {"completed"}
         homes = [f["fact_text"] for f in memory.active_facts(agent) if f["attribute_key"] == "location.residence"]
         assert homes == [expected]
+
+
+def test_a_retraction_in_the_chunk_of_the_fact_it_retracts_ends_that_fact(
+    context: WriteContext, memory: MemoryInspector
+) -> None:
+    """Later messages of a chunk are reconciled before its earlier ones are applied: the apply settles them."""
+    base = f"agent-{uuid.uuid4().hex[:8]}"
+    texts = [
+        "I like jazz.",
+        "I work at Acme Corp.",
+        "Eu gosto de café.",
+        "I no longer work at Acme Corp.",
+        "I no longer like jazz.",
+        "Não gosto mais de café.",
+    ]
+    days = [0, 1, 2, 3, 4, 5]
+    one_by_one = _accept(context, f"{base}-single", texts, days)
+    for event_id in one_by_one:
+        for stage in (run_extract, run_resolve, run_reconcile, run_upsert):
+            assert stage(context, event_id) == "completed"
+    expected = _final_state(memory, f"{base}-single")
+    # Processed one message at a time, each retraction replaces the fact it retracts.
+    assert {text for _, text in expected[0]} == {
+        "Marina no longer works at Acme Corp.",
+        "Marina no longer likes jazz.",
+        "Marina não gosta mais de café.",
+    }
+
+    chunk = _accept(context, f"{base}-chunk", texts, days)
+    for stage in STAGES:
+        assert set(run_stage_chunk(context, stage, chunk).values()) == {"completed"}
+    assert _final_state(memory, f"{base}-chunk") == expected
+    superseded = [f for f in memory.all_facts(f"{base}-chunk") if f["valid_to"] is not None]
+    assert [f["fact_text"] for f in superseded] == [
+        f["fact_text"] for f in memory.all_facts(f"{base}-single") if f["valid_to"] is not None
+    ]

@@ -195,7 +195,7 @@ def _run_chunk(task: Task, stage: str, ids: list[str]) -> str:
 
 
 def _chunk_size(context: WriteContext) -> int:
-    return context.settings.pipeline_chunk_size
+    return context.settings.chunk_size
 
 
 def register_pipeline_tasks(app: Celery) -> None:

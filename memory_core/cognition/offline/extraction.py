@@ -64,6 +64,7 @@ from memory_core.cognition.offline.patterns import (
     PRE_NOMINAL,
     PT_AFTER_AMBIGUOUS_VERB,
     PT_FIRST_TO_THIRD,
+    RETRACTION,
     SPECULATION,
     TEMPORAL,
     KinSpec,
@@ -938,7 +939,10 @@ def _rewrite_en(s: _Sentence, speaker: str, replace: tuple[int, int] | None, rep
             out.append(speaker + "'s")
             touched = True
         elif pending:
-            if low in ADVERBS_EN and low != "not":
+            following = folded[index + 1] if index + 1 < len(tokens) else ""
+            # "I no longer like" -> "Ana no longer likes": the verb comes after "no longer".
+            no_longer = (low == "no" and following == "longer") or (low == "longer" and folded[index - 1] == "no")
+            if (low in ADVERBS_EN and low != "not") or no_longer:
                 out.append(word)
                 continue
             out.append(_en_third(word))
@@ -1169,7 +1173,8 @@ class _Extractor:
         if word_count(text_out) < _MIN_FACT_WORDS and not hits and not links:
             return
         self._collect(s, hits, links)
-        key, milestone = _attribute_key(subject, hits, links)
+        retraction = RETRACTION.search(" ".join(s.folded)) is not None
+        key, milestone = _attribute_key(subject, hits, links, retraction=retraction)
         fact = ExtractedFact(
             subject=subject.name,
             text=text_out,
@@ -1304,8 +1309,15 @@ def _starts_with_subject(clause: str) -> bool:
     return first.group()[:1].isupper() and word not in INITIAL_STOP
 
 
-def _attribute_key(subject: _Ref, hits: list[_Hit], links: list[_KinLink]) -> tuple[str | None, bool]:
-    """The fact's attribute key: single-valued predicates first, then other predicates, then kinship."""
+def _attribute_key(
+    subject: _Ref, hits: list[_Hit], links: list[_KinLink], *, retraction: bool = False
+) -> tuple[str | None, bool]:
+    """The fact's attribute key: single-valued predicates first, then other predicates, then kinship.
+
+    A negated like is a dislike ("doesn't like jazz"), unless it retracts one ("no longer likes
+    jazz"): that keeps the like's slot, as "no longer lives in Paris" keeps the residence's, so
+    reconciliation replaces the like it ends.
+    """
     ranked: list[tuple[int, int, str]] = []
     milestone = False
     for order, hit in enumerate(hits):
@@ -1316,7 +1328,7 @@ def _attribute_key(subject: _Ref, hits: list[_Hit], links: list[_KinLink]) -> tu
         if hit.future:
             ranked.append((1, order, "goal.plan"))
             continue
-        if hit.negated and hit.pattern.kind == "likes":
+        if hit.negated and hit.pattern.kind == "likes" and not retraction:
             key = "preference.dislike"
         ranked.append((0 if is_single_valued(key) else 1, order, key))
     for order, link in enumerate(links, start=len(hits)):

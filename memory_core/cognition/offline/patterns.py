@@ -471,8 +471,9 @@ PATTERNS: tuple[RelationPattern, ...] = (
     _p(
         "likes",
         "pt",
+        # "mais" only as in "não gosto mais de" (a retraction), never "gosto mais de" (a comparison).
         r"\b(?:gosto|gosta|gostam|gostamos|gostava|gostei|gostou)\s+(?:muito\s+|bastante\s+|demais\s+|mesmo\s+|"
-        r"tanto\s+)?(?:de|do|da|dos|das)\s+" + _OBJ,
+        r"tanto\s+|(?<=\bn[ãa]o\s(?:gosto|gosta)\s)mais\s+)?(?:de|do|da|dos|das)\s+" + _OBJ,
         _LIKE,
         target="object",
     ),

@@ -137,6 +137,38 @@ def test_no_longer_working_somewhere(extract: Extract, message: str) -> None:
     assert _relations(output) == {("Rafael", "former_employee_of", "Acme")}
 
 
+@pytest.mark.parametrize(
+    ("message", "text"),
+    [
+        ("I no longer like jazz.", "Rafael no longer likes jazz."),
+        ("I no longer work at Acme.", "Rafael no longer works at Acme."),
+        ("I really like jazz.", "Rafael really likes jazz."),
+    ],
+)
+def test_the_verb_after_an_adverb_is_put_in_the_third_person(extract: Extract, message: str, text: str) -> None:
+    assert _only_fact(extract(message)).text == text
+
+
+@pytest.mark.parametrize(
+    ("message", "key"),
+    [
+        ("I don't like jazz.", "preference.dislike"),
+        ("Eu não gosto de jazz.", "preference.dislike"),
+        ("I no longer like jazz.", "preference.like"),
+        ("I don't like jazz anymore.", "preference.like"),
+        ("Eu não gosto mais de jazz.", "preference.like"),
+    ],
+)
+def test_a_negated_like_is_a_dislike_but_a_retracted_one_keeps_the_like_slot(
+    extract: Extract, message: str, key: str
+) -> None:
+    assert _only_fact(extract(message)).attribute_key == key
+
+
+def test_liking_one_thing_more_than_another_is_not_a_retraction(extract: Extract) -> None:
+    assert _only_fact(extract("Eu gosto mais de jazz do que de rock.")).attribute_key != "preference.like"
+
+
 def test_a_negated_residence_keeps_the_slot_but_makes_no_relation(extract: Extract) -> None:
     output = extract("Ana no longer lives in Paris.")
     fact = _only_fact(output)
