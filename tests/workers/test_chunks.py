@@ -53,6 +53,13 @@ def _accept(context: WriteContext, agent: str, texts: list[str], days: list[int]
     return [item.event_id for item in accepted]
 
 
+def _one_message_at_a_time(context: WriteContext, event_ids: list[uuid.UUID]) -> None:
+    """Every stage of each event in turn, as chains of one message would."""
+    for event_id in event_ids:
+        for stage in (run_extract, run_resolve, run_reconcile, run_upsert):
+            assert stage(context, event_id) == "completed"
+
+
 def _counters(memory: MemoryInspector, agent: str) -> tuple[dict[str, int], dict[str, tuple[int, str]]]:
     """Entities' fact counts and the attribute registry: sums a chunk writes once for all its messages."""
     counts = {key: entity["fact_count"] for key, entity in memory.entities(agent).items()}
@@ -81,9 +88,7 @@ def test_history_in_random_chunks_ends_in_the_same_memory_as_one_message_at_a_ti
     base = f"agent-{uuid.uuid4().hex[:8]}"
     order = list(range(len(HISTORY)))
     one_by_one = _accept(context, f"{base}-single", HISTORY, order)
-    for event_id in one_by_one:
-        for stage in (run_extract, run_resolve, run_reconcile, run_upsert):
-            assert stage(context, event_id) == "completed"
+    _one_message_at_a_time(context, one_by_one)
     expected = _final_state(memory, f"{base}-single")
     expected_counters = _counters(memory, f"{base}-single")
     assert expected_counters[0]["person:marina"] > 5
@@ -349,9 +354,7 @@ def test_a_retraction_in_the_chunk_of_the_fact_it_retracts_ends_that_fact(
     ]
     days = [0, 1, 2, 3, 4, 5]
     one_by_one = _accept(context, f"{base}-single", texts, days)
-    for event_id in one_by_one:
-        for stage in (run_extract, run_resolve, run_reconcile, run_upsert):
-            assert stage(context, event_id) == "completed"
+    _one_message_at_a_time(context, one_by_one)
     expected = _final_state(memory, f"{base}-single")
     # Processed one message at a time, each retraction replaces the fact it retracts.
     assert {text for _, text in expected[0]} == {
