@@ -267,9 +267,9 @@ class Settings(BaseSettings):
         """Events of one agent per pipeline chain: ``ARANDU_PIPELINE_CHUNK_SIZE``, else by the skills.
 
         A chunk's later messages are reconciled before its earlier ones are applied; the apply
-        re-checks each decision (repeats, near-duplicates, single-valued slots) against what the
-        earlier ones wrote. With the offline rules that re-check is most of what reconciliation
-        decides, so they take long chunks: a chain's fixed cost (four task deliveries, the run
+        re-checks each decision (repeats, near-duplicates, single-valued slots, retractions)
+        against what the earlier ones wrote. With the offline rules that re-check is what
+        reconciliation decides, so they take long chunks: a chain's fixed cost (four task deliveries, the run
         reads and writes) is most of a short chunk's CPU. An LLM's reconciliation judges more,
         so its chunks stay short enough for it to see most of a conversation's earlier facts.
         """

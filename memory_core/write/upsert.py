@@ -24,7 +24,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from memory_core.cognition.offline.patterns import RETRACTION
+from memory_core.cognition.offline.reconciliation import RETRACTION_SIMILARITY, retracts
 from memory_core.config import MemoryConfig
 from memory_core.db.statements import sql
 from memory_core.write import repository
@@ -301,17 +301,17 @@ class Applier:
         )
         active_ids = {candidate.fact_id for candidate in current}
         folded = _folded_text(decision.text)
-        # "no longer likes jazz" is very similar to "likes jazz" yet ends it: not a repeat.
-        retraction = decision.attribute_key is not None and RETRACTION.search(fold(decision.text)) is not None
+        # "no longer likes jazz" is very similar to "likes jazz" yet ends it: never a repeat of it.
+        retracting = retracts(decision.text)
         duplicate = next(
             (
                 c
                 for c in current
                 if _folded_text(c.text) == folded
                 or (
-                    not retraction
-                    and c.similarity >= NEAR_DUPLICATE_SIMILARITY
+                    c.similarity >= NEAR_DUPLICATE_SIMILARITY
                     and c.attribute_key == decision.attribute_key
+                    and retracts(c.text) is retracting
                 )
             ),
             None,
@@ -333,35 +333,39 @@ class Applier:
                 return decision.model_copy(update={"target_fact_id": successor.fact_id})
             if decision.action == "DELETE":
                 return decision.model_copy(update={"action": "NOOP", "target_fact_id": None})
-        if retraction:
-            retracted = self._retracted_unseen(decision, current)
-            if retracted is not None:
-                return decision.model_copy(
-                    update={
-                        "action": "UPDATE",
-                        "target_fact_id": retracted.fact_id,
-                        "reason": "retracts a fact written after this decision was made",
-                    }
-                )
+        opposite = self._unseen_opposite(decision, current, retracting=retracting)
+        if opposite is not None:
+            return decision.model_copy(
+                update={
+                    "action": "UPDATE",
+                    "target_fact_id": opposite.fact_id,
+                    "reason": "a retraction pair with a fact written after this decision was made",
+                }
+            )
         return decision.model_copy(update={"action": "ADD", "target_fact_id": None})
 
-    def _retracted_unseen(
-        self, decision: FactDecision, current: Sequence[repository.FactRow]
+    @staticmethod
+    def _unseen_opposite(
+        decision: FactDecision, current: Sequence[repository.FactRow], *, retracting: bool
     ) -> repository.FactRow | None:
-        """The fact of ``decision``'s slot that it retracts, among those its reconciliation did not see.
+        """The other side of a retraction pair with ``decision``, among the facts its reconciliation did not see.
 
         A chunk's messages are reconciled before its earlier ones are written, so "I no longer
-        like jazz" may be decided without "I like jazz" of the same import. The facts it saw
-        were judged there (an LLM may have kept both on purpose); the others are judged here by
-        the offline rule: the most similar relevant fact of the same slot (ties: smallest id).
+        like jazz" may be decided without "I like jazz" of the same import (or the other way
+        round, when history arrives out of order). The facts it saw were judged there (an LLM
+        may have kept both on purpose); the others are paired here by the offline rule, and the
+        update that follows orders the two by time.
         """
+        if decision.attribute_key is None:
+            return None
         seen = set(decision.candidate_ids)
         unseen = [
             c
             for c in current
             if c.fact_id not in seen
             and c.attribute_key == decision.attribute_key
-            and c.similarity >= self.config.reconciliation_similarity_threshold
+            and c.similarity >= RETRACTION_SIMILARITY
+            and retracts(c.text) is not retracting
         ]
         return min(unseen, key=lambda c: (-c.similarity, c.fact_id), default=None)
 

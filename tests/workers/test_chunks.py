@@ -339,7 +339,7 @@ def test_messages_sharing_a_timestamp_are_applied_in_the_order_they_were_sent(
         assert homes == [expected]
 
 
-def test_a_retraction_in_the_chunk_of_the_fact_it_retracts_ends_that_fact(
+def test_a_retraction_ends_what_it_retracts_in_a_chunk_and_in_any_order(
     context: WriteContext, memory: MemoryInspector
 ) -> None:
     """Later messages of a chunk are reconciled before its earlier ones are applied: the apply settles them."""
@@ -371,3 +371,16 @@ def test_a_retraction_in_the_chunk_of_the_fact_it_retracts_ends_that_fact(
     assert [f["fact_text"] for f in superseded] == [
         f["fact_text"] for f in memory.all_facts(f"{base}-single") if f["valid_to"] is not None
     ]
+
+    # History arriving newest first: each statement is found to be older than its retraction.
+    backwards = _accept(context, f"{base}-backwards", texts, days)
+    _one_message_at_a_time(context, list(reversed(backwards)))
+    assert _final_state(memory, f"{base}-backwards") == expected
+    reversed_chunk = _accept(context, f"{base}-reversed-chunk", texts, days)
+    for stage in STAGES:
+        assert set(run_stage_chunk(context, stage, reversed_chunk[3:]).values()) == {"completed"}
+    for stage in STAGES:
+        assert set(run_stage_chunk(context, stage, reversed_chunk[:3]).values()) == {"completed"}
+    assert _final_state(memory, f"{base}-reversed-chunk") == expected
+    history = [(f["fact_text"], f["valid_to"]) for f in memory.all_facts(f"{base}-backwards")]
+    assert ("Marina gosta de café.", START + timedelta(days=17 * 5)) in history

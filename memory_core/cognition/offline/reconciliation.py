@@ -7,15 +7,21 @@ Decides what a new fact does to the entity's existing facts, in this order:
    partner...) -> ``UPDATE`` it: a new value replaces the old one (the pipeline orders the
    two by ``valid_from``; this rule only pairs them);
 3. a new fact that retracts ("não ... mais", "no longer", "not anymore", "já não") and an
-   existing fact in the same attribute slot -> ``UPDATE`` it: the retraction takes its place;
-4. an existing fact at least ``duplicate_similarity`` similar -> ``NOOP``;
+   existing fact of the same slot, at least ``RETRACTION_SIMILARITY`` similar, that does not
+   -> ``UPDATE`` it: the retraction takes its place; and the converse, a new statement and an
+   existing retraction of it -> ``UPDATE`` the retraction (said before it, the statement is
+   history; said after, it is liked again). Either way the pair is ordered by time, so the
+   outcome does not depend on which of the two was processed first;
+4. an existing fact at least ``duplicate_similarity`` similar, and retracting if and only if
+   the new one is -> ``NOOP``;
 5. otherwise ``ADD``.
 
 Exact repeats come first so that saying "I live in São Paulo" twice confirms the fact instead
 of superseding it, and retractions come before the similarity rule because "não gosta mais
-de jazz" is very similar to "gosta de jazz" yet says the opposite. Among several matching
-facts the most similar wins, then the smallest ``fact_id``: the decision never depends on
-the order of ``existing``. ``DELETE`` is never produced by these rules.
+de jazz" is very similar to "gosta de jazz" (the hashing embedder drops both "não" and
+"mais") yet says the opposite. Among several matching facts the most similar wins, then the
+smallest ``fact_id``: the decision never depends on the order of ``existing``. ``DELETE`` is
+never produced by these rules.
 """
 
 from __future__ import annotations
@@ -30,16 +36,31 @@ from memory_core.cognition.skill import SkillOutcome
 from memory_core.write.attribute_keys import is_single_valued
 from memory_core.write.naming import fold
 
-__all__ = ["DUPLICATE_SIMILARITY", "RECONCILE", "OfflineReconcileSkill", "reconcile"]
+__all__ = [
+    "DUPLICATE_SIMILARITY",
+    "RECONCILE",
+    "RETRACTION_SIMILARITY",
+    "OfflineReconcileSkill",
+    "reconcile",
+    "retracts",
+]
 
 RECONCILE = "reconcile"
 DUPLICATE_SIMILARITY = 0.92
+# A retraction and the statement it ends share most words ("likes jazz" / "no longer likes jazz":
+# 0.82 with the hashing embedder); "likes rock" / "no longer likes jazz" is 0.52.
+RETRACTION_SIMILARITY = 0.7
 
 _PUNCTUATION = re.compile(r"[^\w\s]")
 
 
 def _normalized(text: str) -> str:
     return " ".join(_PUNCTUATION.sub(" ", fold(text)).split())
+
+
+def retracts(text: str) -> bool:
+    """Whether ``text`` ends something said before ("no longer likes jazz", "não mora mais em...")."""
+    return RETRACTION.search(fold(text)) is not None
 
 
 def _best(facts: Iterable[ExistingFact]) -> ExistingFact | None:
@@ -67,16 +88,25 @@ def reconcile(skill_input: ReconcileInput, *, duplicate_similarity: float = DUPL
                 reason=f"{key} holds one value: the new statement replaces the old one",
             )
 
-    if RETRACTION.search(fold(skill_input.new_text)) is not None:
-        retracted = _best(same_slot)
-        if retracted is not None:
-            return ReconcileOutput(
-                action="UPDATE",
-                target_fact_id=retracted.fact_id,
-                reason=f"the new statement retracts the {key} fact",
-            )
+    retracting = retracts(skill_input.new_text)
+    # The other side of a retraction: the statement it ends, or the retraction of this statement.
+    opposite = _best(
+        fact for fact in same_slot if fact.similarity >= RETRACTION_SIMILARITY and retracts(fact.text) is not retracting
+    )
+    if opposite is not None:
+        return ReconcileOutput(
+            action="UPDATE",
+            target_fact_id=opposite.fact_id,
+            reason=(
+                f"the new statement retracts the {key} fact"
+                if retracting
+                else f"the {key} fact retracts the new statement: the later of the two holds"
+            ),
+        )
 
-    duplicate = _best(fact for fact in existing if fact.similarity >= duplicate_similarity)
+    duplicate = _best(
+        fact for fact in existing if fact.similarity >= duplicate_similarity and retracts(fact.text) is retracting
+    )
     if duplicate is not None:
         return ReconcileOutput(
             action="NOOP",

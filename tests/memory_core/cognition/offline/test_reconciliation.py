@@ -75,6 +75,26 @@ def test_retraction_updates_the_same_slot() -> None:
     assert english.action == "UPDATE"
 
 
+def test_a_retraction_does_not_end_a_different_like() -> None:
+    existing = [_fact("f1", "Rafael likes rock.", "preference.like", 0.52)]
+    assert _decide("Rafael no longer likes jazz.", "preference.like", existing).action == "ADD"
+
+
+def test_a_statement_and_the_retraction_of_it_are_paired_whichever_comes_first() -> None:
+    # The hashing embedder drops "não" and "mais": the two read as identical, yet are opposites.
+    existing = [_fact("f1", "Rafael não gosta mais de café.", "preference.like", 1.0)]
+    decision = _decide("Rafael gosta de café.", "preference.like", existing)
+    assert (decision.action, decision.target_fact_id) == ("UPDATE", "f1")
+    retraction = [_fact("f2", "Rafael gosta de café.", "preference.like", 1.0)]
+    decision = _decide("Rafael não gosta mais de café.", "preference.like", retraction)
+    assert (decision.action, decision.target_fact_id) == ("UPDATE", "f2")
+
+
+def test_a_retraction_is_never_a_near_duplicate_of_what_it_ends() -> None:
+    existing = [_fact("f1", "Rafael gosta de café.", None, 0.99)]
+    assert _decide("Rafael não gosta mais de café.", None, existing).action == "ADD"
+
+
 def test_order_of_existing_does_not_change_the_decision() -> None:
     existing = [
         _fact("f3", "Rafael works at Acme.", "work.employer", 0.7),
