@@ -927,7 +927,7 @@ ADVERBS_EN = _words(
     "also really just still never always usually often sometimes now currently actually even only already "
     "rarely seldom totally absolutely definitely certainly truly kinda sorta basically mostly generally "
     "recently finally probably honestly literally seriously personally normally typically occasionally "
-    "hardly barely simply mainly frequently constantly secretly daily again not"
+    "hardly barely simply mainly frequently constantly secretly daily again ever not"
 )
 NEGATIONS = _words("not never don't doesn't didn't don’t doesn’t didn’t no não nao nunca jamais")
 

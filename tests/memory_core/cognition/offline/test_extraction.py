@@ -143,6 +143,7 @@ def test_no_longer_working_somewhere(extract: Extract, message: str) -> None:
         ("I no longer like jazz.", "Rafael no longer likes jazz."),
         ("I no longer work at Acme.", "Rafael no longer works at Acme."),
         ("I really like jazz.", "Rafael really likes jazz."),
+        ("I hardly ever drink coffee.", "Rafael hardly ever drinks coffee."),
     ],
 )
 def test_the_verb_after_an_adverb_is_put_in_the_third_person(extract: Extract, message: str, text: str) -> None:
