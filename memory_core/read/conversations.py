@@ -58,7 +58,7 @@ from sqlalchemy.orm import Session
 from memory_core.config import MemoryConfig
 from memory_core.db.statements import compact_sql
 from memory_core.read.entities import TimeWindow
-from memory_core.read.planner import fold_words, match_forms
+from memory_core.read.planner import fold_words, keyword_haystack_sql, match_forms
 from memory_core.read.rank import KEYWORD_BLEND, RankedFact, recency_score, relevance
 from memory_core.read.schemas import RetrievedEvent
 from memory_core.write.repository import vector_literal
@@ -86,7 +86,7 @@ REPLY_TO_STATEMENT_FACTOR = 0.85
 _CONVERSATIONS_SQL = """
 WITH recent AS (
     SELECT e.id, e.text, e.speaker, e.session_id, e.occurred_at, e.seq, e.message_id, e.importance,
-           e.embedding_vec, lower(coalesce(e.speaker, '') || ' ' || e.text) AS doc
+           e.embedding_vec, {haystack} AS doc
     FROM memory_events e
     WHERE e.agent_id = :agent AND e.embedding_vec IS NOT NULL {session} {window}
     ORDER BY e.occurred_at DESC, e.seq DESC NULLS LAST, e.id DESC
@@ -199,9 +199,9 @@ def relevant_conversations(
         "agent": agent_id,
         "vec": vector_literal(query_vector),
         "scan": config.event_max_scan,
-        # The fact keyword signal's match: the word, as written or accent-folded, anywhere in the
-        # lower-cased text (strpos over a few hundred short messages costs far less than parsing
-        # them to tsvectors, or than ILIKE).
+        # The fact keyword signal's match: the word, as written or accent-folded, at the start of
+        # a word of the lower-cased text (strpos over a few hundred short messages costs far less
+        # than parsing them to tsvectors, or than ILIKE).
         "kw_words": [plain for plain, _ in forms],
         "kw_folded": [folded for _, folded in forms],
         "keyword_blend": KEYWORD_BLEND,
@@ -221,6 +221,7 @@ def relevant_conversations(
         params["as_of_end"] = window.end
     replies = config.event_reply_context
     sql = _CONVERSATIONS_SQL.format(
+        haystack=keyword_haystack_sql("coalesce(e.speaker, '') || ' ' || e.text"),
         session=session_sql,
         window=window_sql,
         reply_columns=_REPLY_COLUMNS if replies else "",

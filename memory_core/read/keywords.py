@@ -51,7 +51,7 @@ from memory_core.db.statements import compact_sql
 from memory_core.read.agent_index import database_key
 from memory_core.read.conversations import term_queries
 from memory_core.read.entities import TimeWindow, fact_validity_sql, window_params
-from memory_core.read.planner import fold_words
+from memory_core.read.planner import fold_words, keyword_haystack, match_forms
 from memory_core.read.rank import AGGREGATION_KEYWORD_SCORE, Candidate
 from memory_core.read.signals import agent_counts
 from memory_core.read.term_stats import estimated_share, term_stats
@@ -239,22 +239,18 @@ def keyword_weights(
 
 
 def _keyword_forms(keywords: Sequence[str]) -> list[tuple[str, str]]:
-    """Each keyword as written (case-folded) and accent-folded, the two forms a fact may contain."""
-    forms: list[tuple[str, str]] = []
-    for word in keywords:
-        plain = word.casefold()
-        forms.append((plain, "".join(fold_words(word)) or plain))
-    return forms
+    """Each keyword as written and accent-folded, after a space: the two word starts a fact may contain."""
+    return [match_forms(word) for word in keywords]
 
 
 def _matches(fact_text: str, forms: Sequence[tuple[str, str]]) -> list[bool]:
-    lowered = fact_text.casefold()
-    folded = " ".join(fold_words(fact_text))
+    lowered = keyword_haystack(fact_text)
+    folded = " " + " ".join(fold_words(fact_text))
     return [plain in lowered or folded_word in lowered or folded_word in folded for plain, folded_word in forms]
 
 
 def matched_keywords(fact_text: str, keywords: Sequence[str]) -> list[bool]:
-    """Which keywords ``fact_text`` contains (as written or accent-folded), as the keyword SQL's strpos decides."""
+    """Which keywords start a word of ``fact_text`` (as written or accent-folded), as the keyword SQL decides."""
     return _matches(fact_text, _keyword_forms(keywords))
 
 

@@ -31,6 +31,8 @@ __all__ = [
     "finalize_plan",
     "fold_words",
     "is_small_talk",
+    "keyword_haystack",
+    "keyword_haystack_sql",
     "keyword_terms",
     "match_forms",
     "plan_retrieval",
@@ -52,14 +54,36 @@ def fold_words(text: str) -> list[str]:
     return _WORD.findall(folded)
 
 
+# Characters that may stand right before a word ("(mora", "'rafael", "pré-natal"): made spaces
+# in the text a keyword is looked for in, so the word still starts after a space.
+WORD_START_MARKS = "([{\"'\u201c\u2018-/\u00bf\u00a1"
+_WORD_START_TABLE = str.maketrans(dict.fromkeys(WORD_START_MARKS, " "))
+
+
+def keyword_haystack(text: str) -> str:
+    """``text`` as keywords are looked for in it: lower-cased, after a space, word-start marks made spaces.
+
+    The SQL builds the same string (:func:`keyword_haystack_sql`).
+    """
+    return " " + text.lower().translate(_WORD_START_TABLE)
+
+
+def keyword_haystack_sql(expression: str) -> str:
+    """The SQL of :func:`keyword_haystack` applied to ``expression``."""
+    marks = WORD_START_MARKS.replace("'", "''")
+    return f"(' ' || translate(lower({expression}), '{marks}', '{' ' * len(WORD_START_MARKS)}'))"
+
+
 def match_forms(word: str) -> tuple[str, str]:
-    """``word`` lower-cased, as written and accent-folded: the two substrings the SQL keyword matches look for.
+    """``word`` lower-cased, as written and accent-folded, each after a space: what keyword matches look for.
 
     Both the fact signal and relevant conversations count a keyword as found when either form
-    occurs in the lower-cased text (``strpos``, so ``%`` and ``_`` are plain characters).
+    occurs in the text's :func:`keyword_haystack` (``strpos``, so ``%`` and ``_`` are plain
+    characters): at the start of a word, so "mora" finds "mora" and "moradia" but not
+    "namorada", as the full-text pool's prefix query ("mora:*") selects them.
     """
     plain = word.lower()
-    return plain, "".join(fold_words(word)) or plain
+    return " " + plain, " " + ("".join(fold_words(word)) or plain)
 
 
 # --- small talk --------------------------------------------------------------------------

@@ -48,7 +48,7 @@ from memory_core.db.statements import compact_sql
 from memory_core.db.statements import sql as sql_text
 from memory_core.read.agent_index import agent_indexes, agent_literal, database_key
 from memory_core.read.entities import TimeWindow, fact_validity_sql, window_params
-from memory_core.read.planner import fold_words, match_forms
+from memory_core.read.planner import fold_words, keyword_haystack_sql, match_forms
 from memory_core.read.rank import AGGREGATION_KEYWORD_SCORE, Candidate, graph_score, merge_candidates
 from memory_core.read.side_reads import SideSubmit
 from memory_core.read.term_stats import estimated_share, term_stats
@@ -294,7 +294,7 @@ kw AS (
     SELECT p.id, {matched} AS matched,
            p.entity_key LIKE ANY(CAST(:entity_patterns AS text[])) AS pattern_hit
     FROM kw_pool p
-    CROSS JOIN LATERAL (SELECT lower(p.fact_text) AS lowered) AS t
+    CROSS JOIN LATERAL (SELECT {haystack} AS lowered) AS t
     ORDER BY matched DESC, pattern_hit DESC, p.importance DESC, p.valid_from DESC, p.id
     LIMIT :kw_limit
 )"""
@@ -530,7 +530,13 @@ def _statement(request: SignalRequest, strategy: VectorStrategy | None) -> tuple
         )
         params["entity_patterns"] = patterns
         params["kw_limit"] = budget
-        ctes.append(_KW_CTE.format(pool="\n    UNION\n    ".join(pools), matched=matched or "0"))
+        ctes.append(
+            _KW_CTE.format(
+                pool="\n    UNION\n    ".join(pools),
+                matched=matched or "0",
+                haystack=keyword_haystack_sql("p.fact_text"),
+            )
+        )
         sources.append("SELECT id FROM kw")
         joins.append("LEFT JOIN kw ON kw.id = f.id")
         columns["kw_matched"] = "kw.matched"

@@ -358,6 +358,18 @@ def test_keyword_matches_accented_words_as_written_or_folded(read_ctx: ReadConte
     assert keyword == {accented: 1.0, plain: 1.0}
 
 
+def test_a_keyword_matches_where_a_word_starts_not_inside_one(read_ctx: ReadContext, memory: MemoryBuilder) -> None:
+    rafael = memory.entity("Rafael")
+    home = memory.fact("Rafael mora em Porto Alegre", rafael)
+    housing = memory.fact("Rafael procura uma moradia (mora de aluguel)", rafael)
+    partner = memory.fact("A namorada de Rafael adora jazz", rafael)
+    result = retrieve(read_ctx, agent_id=memory.agent_id, query="Onde o Rafael mora?")
+    keyword = {f.fact_id: f.scores["keyword"] for f in result.facts}
+    # "mora" starts a word of the first two; inside "namorada" it is not the word asked about.
+    assert keyword[home] == keyword[housing] > keyword[partner] > 0
+    assert result.facts[0].fact_id in {home, housing}
+
+
 def test_agents_are_isolated(read_ctx: ReadContext, memory: MemoryBuilder) -> None:
     ana = memory.entity("Ana")
     memory.fact("Ana mora em Recife", ana)
