@@ -269,9 +269,10 @@ class Settings(BaseSettings):
         A chunk's later messages are reconciled before its earlier ones are applied; the apply
         re-checks each decision (repeats, near-duplicates, single-valued slots, retractions)
         against what the earlier ones wrote. With the offline rules that re-check is what
-        reconciliation decides, so they take long chunks: a chain's fixed cost (four task deliveries, the run
-        reads and writes) is most of a short chunk's CPU. An LLM's reconciliation judges more,
-        so its chunks stay short enough for it to see most of a conversation's earlier facts.
+        reconciliation decides, so they take long chunks: a chain's fixed cost (four task
+        deliveries, the run reads and writes) is most of a short chunk's CPU. An LLM's
+        reconciliation judges more, so its chunks stay short enough for it to see most of a
+        conversation's earlier facts.
         """
         if self.pipeline_chunk_size is not None:
             return self.pipeline_chunk_size

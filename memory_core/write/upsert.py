@@ -24,7 +24,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from memory_core.cognition.offline.reconciliation import RETRACTION_SIMILARITY, retracts
+from memory_core.cognition.offline.reconciliation import retraction_partner, retracts
 from memory_core.config import MemoryConfig
 from memory_core.db.statements import sql
 from memory_core.write import repository
@@ -359,15 +359,8 @@ class Applier:
         if decision.attribute_key is None:
             return None
         seen = set(decision.candidate_ids)
-        unseen = [
-            c
-            for c in current
-            if c.fact_id not in seen
-            and c.attribute_key == decision.attribute_key
-            and c.similarity >= RETRACTION_SIMILARITY
-            and retracts(c.text) is not retracting
-        ]
-        return min(unseen, key=lambda c: (-c.similarity, c.fact_id), default=None)
+        unseen_same_slot = [c for c in current if c.fact_id not in seen and c.attribute_key == decision.attribute_key]
+        return retraction_partner(unseen_same_slot, retracting=retracting)
 
     def apply_decision(self, decision: FactDecision) -> None:
         """Write one decision (inside its own savepoint, opened by the caller)."""

@@ -29,8 +29,9 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterable
+from typing import Protocol, TypeVar
 
-from memory_core.cognition.models import ExistingFact, ReconcileInput, ReconcileOutput
+from memory_core.cognition.models import ReconcileInput, ReconcileOutput
 from memory_core.cognition.offline.patterns import RETRACTION
 from memory_core.cognition.skill import SkillOutcome
 from memory_core.write.attribute_keys import is_single_valued
@@ -42,6 +43,7 @@ __all__ = [
     "RETRACTION_SIMILARITY",
     "OfflineReconcileSkill",
     "reconcile",
+    "retraction_partner",
     "retracts",
 ]
 
@@ -63,9 +65,34 @@ def retracts(text: str) -> bool:
     return RETRACTION.search(fold(text)) is not None
 
 
-def _best(facts: Iterable[ExistingFact]) -> ExistingFact | None:
+class _Compared(Protocol):
+    """An existing fact as compared with a new one (a skill input's, or the upsert's re-read)."""
+
+    @property
+    def fact_id(self) -> str: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def similarity(self) -> float: ...
+
+
+_F = TypeVar("_F", bound=_Compared)
+
+
+def _best(facts: Iterable[_F]) -> _F | None:
     """The most similar fact, ties broken by the smallest ``fact_id``."""
     return min(facts, key=lambda fact: (-fact.similarity, fact.fact_id), default=None)
+
+
+def retraction_partner(same_slot: Iterable[_F], *, retracting: bool) -> _F | None:
+    """The other side of a retraction among facts of the new fact's slot (rule 3), or None.
+
+    For a retraction, the statement it ends; for a statement, a retraction of it. At least
+    ``RETRACTION_SIMILARITY`` similar; the most similar wins.
+    """
+    return _best(
+        fact for fact in same_slot if fact.similarity >= RETRACTION_SIMILARITY and retracts(fact.text) is not retracting
+    )
 
 
 def reconcile(skill_input: ReconcileInput, *, duplicate_similarity: float = DUPLICATE_SIMILARITY) -> ReconcileOutput:
@@ -89,10 +116,7 @@ def reconcile(skill_input: ReconcileInput, *, duplicate_similarity: float = DUPL
             )
 
     retracting = retracts(skill_input.new_text)
-    # The other side of a retraction: the statement it ends, or the retraction of this statement.
-    opposite = _best(
-        fact for fact in same_slot if fact.similarity >= RETRACTION_SIMILARITY and retracts(fact.text) is not retracting
-    )
+    opposite = retraction_partner(same_slot, retracting=retracting)
     if opposite is not None:
         return ReconcileOutput(
             action="UPDATE",
