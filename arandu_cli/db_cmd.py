@@ -1,18 +1,23 @@
-"""``arandu db upgrade|check|current``: the database schema (migrations), straight on PostgreSQL."""
+"""``arandu db upgrade|check|current|index-agents``: the database schema and indexes, straight on PostgreSQL."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
 import typer
+from sqlalchemy.orm import Session
 
 from arandu_cli.exit_codes import ExitCode
 from arandu_cli.output import console, emit_json, fail
 from arandu_cli.target import load_cli_settings
 from memory_core.db.engine import create_db_engine
 from memory_core.db.migrate import DatabaseSchemaError, check_schema, current_revision, head_revision, upgrade
+from memory_core.read.agent_index import agents_needing_index, build_agent_index
 
-db = typer.Typer(help="The database schema: apply migrations, check, show the revision.", no_args_is_help=True)
+db = typer.Typer(
+    help="The database schema: apply migrations, check, show the revision, build large agents' indexes.",
+    no_args_is_help=True,
+)
 
 
 def _failed(error: Exception) -> typer.Exit:
@@ -72,3 +77,61 @@ def current_command(as_json: AsJson = False) -> None:
         emit_json({"revision": revision, "head": head_revision()})
         return
     console.print(f"{revision or '(none)'} (this code: {head_revision()})", markup=False)
+
+
+@db.command("index-agents")
+def index_agents_command(
+    min_facts: Annotated[
+        int | None,
+        typer.Option(
+            "--min-facts",
+            min=1,
+            help="Index agents with at least this many facts (default: ARANDU_RETRIEVAL_AGENT_INDEX_MIN_FACTS).",
+        ),
+    ] = None,
+    as_json: AsJson = False,
+) -> None:
+    """Build the partial vector and keyword indexes of every large agent that lacks them, largest first.
+
+    The service builds an agent's indexes in the background the first time it searches a large
+    agent without them (searching it exactly meanwhile); this builds them beforehand, after an
+    upgrade or a bulk import. Writes go on during the builds (CREATE INDEX CONCURRENTLY).
+    """
+    settings = load_cli_settings()
+    threshold = min_facts if min_facts is not None else settings.retrieval_agent_index_min_facts
+    if threshold <= 0:
+        raise _failed(
+            RuntimeError("agent indexes are off (ARANDU_RETRIEVAL_AGENT_INDEX_MIN_FACTS=0); pass --min-facts")
+        )
+    engine = create_db_engine(settings, pool_size=1)
+    built: list[dict[str, object]] = []
+    try:
+        with Session(bind=engine) as session:
+            needing = agents_needing_index(session, threshold)
+        if not as_json:
+            console.print(f"{len(needing)} agents with at least {threshold:,} facts need indexes", markup=False)
+        for position, (agent_id, facts) in enumerate(needing, start=1):
+            outcome = build_agent_index(engine, agent_id)
+            built.append(
+                {
+                    "agent_id": agent_id,
+                    "facts": facts,
+                    "built": outcome.created,
+                    "reason": outcome.reason,
+                    "seconds": round(outcome.seconds, 2),
+                }
+            )
+            if not as_json:
+                console.print(
+                    f"[{position}/{len(needing)}] {agent_id} ({facts:,} facts): {outcome.reason} "
+                    f"in {outcome.seconds:.1f} s",
+                    markup=False,
+                )
+    except Exception as error:  # connection refused, a failed build: say it without a traceback
+        if as_json:
+            emit_json({"min_facts": threshold, "agents": built, "error": f"{type(error).__name__}: {error}"})
+        raise _failed(RuntimeError(f"index build failed: {type(error).__name__}: {error}")) from None
+    finally:
+        engine.dispose()
+    if as_json:
+        emit_json({"min_facts": threshold, "agents": built})

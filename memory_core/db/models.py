@@ -266,12 +266,8 @@ class MemoryFact(Base):
         Index("ix_memory_facts_supersedes", "supersedes_fact_id"),
         Index("ix_memory_facts_cluster", "cluster_id"),
         Index("ix_memory_facts_search_vector", "search_vector", postgresql_using="gin"),
-        Index(
-            "ix_memory_facts_embedding_hnsw",
-            "embedding_vec",
-            postgresql_using="hnsw",
-            postgresql_ops={"embedding_vec": "vector_cosine_ops"},
-        ),
+        # No table-wide vector index (migration 0010): large agents get partial ones of their own
+        # (memory_core.read.agent_index), the others are searched exactly.
     )
 
     id: Mapped[uuid.UUID] = _pk()

@@ -2,8 +2,9 @@
 
 Why
 ---
-pgvector 0.6 has no iterative index scans: a scan of the table-wide HNSW index yields at most
-``hnsw.ef_search`` tuples and only then applies ``WHERE agent_id = ...``. For an agent that owns
+pgvector 0.6 has no iterative index scans: a scan of a table-wide HNSW index yields at most
+``hnsw.ef_search`` tuples and only then applies ``WHERE agent_id = ...`` (so the schema has no
+such index since migration 0010). For an agent that owns
 10% of a 1M-row table, 200 tuples asked give ~30 of its own: too few, so the search fell back to
 an exact scan of the agent's 100,000 scattered rows (~350 ms). A partial index holds that agent's
 rows only, so every tuple it yields is the agent's and a few milliseconds find the nearest ones.

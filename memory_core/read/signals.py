@@ -10,24 +10,25 @@ has no wildcards), and the SQL is assembled only from the fixed fragments below.
 Vector search and a small agent in a large table
 ------------------------------------------------
 pgvector 0.6 has no iterative index scans: an HNSW scan yields at most ``hnsw.ef_search``
-tuples and only then applies ``WHERE agent_id = ...``. When the agent owns a small slice of the
-table, most of those tuples belong to other agents and the agent gets fewer than ``k`` results,
-or none. So the strategy is chosen per agent (:func:`choose_vector_strategy`):
+tuples and only then applies ``WHERE agent_id = ...``. A table-wide HNSW index would give an
+agent that owns a small slice of the table fewer than ``k`` results, or none; so there is none
+(migration 0010), and the strategy is chosen per agent (:func:`_vector_strategy`):
 
-* **exact** when the agent has fewer than :data:`EXACT_SCAN_MAX_FACTS` (20,000) facts in the
-  searched validity window: the ``(agent_id, ...)`` b-tree narrows the scan to the agent's rows
-  and they are ordered by true distance (the ``+ 0`` in the ORDER BY keeps the planner off the
-  HNSW index). 20,000 vectors cost a few tens of milliseconds to compare, which is less than a
-  wrong answer costs. Also exact whenever an ``entity_keys`` filter narrows the candidates.
-* **hnsw** above it, with ``SET LOCAL hnsw.ef_search`` raised to :data:`HNSW_EF_SEARCH` and an
-  over-fetch of :data:`HNSW_OVERFETCH` x the wanted rows, but only when the agent's share of the
-  table makes at least :data:`HNSW_MIN_EXPECTED_HITS` x the wanted rows likely among the
-  ``ef_search`` tuples the index yields; otherwise exact again.
-* **guard**: if the HNSW scan still returns fewer rows than wanted, the semantic search is
+* **agent_index** when the agent has a partial HNSW index of its own
+  (:mod:`memory_core.read.agent_index`; built for agents with at least
+  ``retrieval_agent_index_min_facts`` facts): every tuple it yields is the agent's, and
+  ``SET LOCAL hnsw.ef_search`` is raised to :data:`AGENT_INDEX_EF_SEARCH`.
+* **exact** otherwise, and whenever an ``entity_keys`` filter narrows the candidates: the
+  ``(agent_id, ...)`` b-tree narrows the scan to the agent's rows and they are ordered by true
+  distance (the ``+ 0`` in the ORDER BY keeps the planner off any vector index an operator may
+  have added). 10,000 vectors cost a few milliseconds to compare; a large agent whose index is
+  not built yet is searched exactly (slower, never wrong) while the build runs in the background.
+* **guard**: if the index scan still returns fewer rows than wanted, the semantic search is
   re-run exactly (a short answer is the symptom of the filtered-ANN problem).
 
-The agent's fact count comes from the resolution statement, counted up to the threshold only (a
-bounded index scan); past it, a full count is cached per agent for :data:`AGENT_COUNT_TTL_SEC`.
+The agent's fact count comes from the resolution statement, counted up to
+:data:`EXACT_SCAN_MAX_FACTS` or the index threshold only (a bounded index scan); past it, a full
+count is cached per agent for :data:`AGENT_COUNT_TTL_SEC`.
 """
 
 from __future__ import annotations
@@ -59,29 +60,21 @@ __all__ = [
     "ELIGIBLE_CTE",
     "EXACT_SCAN_MAX_FACTS",
     "FACT_COLUMNS",
-    "HNSW_EF_SEARCH",
-    "HNSW_MIN_EXPECTED_HITS",
-    "HNSW_OVERFETCH",
     "USAGE_JOIN",
     "GraphNode",
     "SignalRequest",
     "SignalResult",
     "base_candidate",
-    "choose_vector_strategy",
     "fact_filter_sql",
     "run_signals",
     "start_indexed_semantic",
 ]
 
-# Below this many facts an agent is searched exactly (see the module docstring).
+# An agent's facts are counted cheaply (a bounded index scan) up to this many; larger agents are
+# counted in full, and that count is cached (see the module docstring).
 EXACT_SCAN_MAX_FACTS = 20_000
-# ef_search for approximate scans (pgvector's default is 40, its maximum 1000).
-HNSW_EF_SEARCH = 400
+# pgvector's largest ef_search.
 _HNSW_EF_SEARCH_MAX = 1000
-# Approximate scans ask the index for this many times the rows they need.
-HNSW_OVERFETCH = 4
-# Approximate search is used only if ef_search x agent share >= this many times the wanted rows.
-HNSW_MIN_EXPECTED_HITS = 2.0
 # A full count of a large agent's facts is reused for this long.
 AGENT_COUNT_TTL_SEC = 600.0
 # A keyword expected to match more of the agent's facts than this finds no candidates itself
@@ -98,28 +91,11 @@ GRAPH_FRONTIER_LIMIT = 100
 AGENT_INDEX_EF_SEARCH = 400
 AGENT_INDEX_OVERFETCH = 2
 
-VectorStrategy = Literal["exact", "hnsw", "agent_index"]
+VectorStrategy = Literal["exact", "agent_index"]
 
 
 def _folded(word: str) -> str:
     return "".join(fold_words(word)) or word
-
-
-def choose_vector_strategy(
-    agent_facts: int,
-    table_rows: float,
-    wanted: int,
-    *,
-    narrowed: bool = False,
-) -> VectorStrategy:
-    """Exact scan for small agents (or narrowed searches), HNSW only when it can find ``wanted`` rows."""
-    if narrowed or agent_facts < EXACT_SCAN_MAX_FACTS:
-        return "exact"
-    share = agent_facts / max(float(agent_facts), table_rows, 1.0)
-    expected_hits = min(HNSW_EF_SEARCH, _HNSW_EF_SEARCH_MAX) * share
-    if expected_hits < HNSW_MIN_EXPECTED_HITS * wanted:
-        return "exact"
-    return "hnsw"
 
 
 _COUNT_ACTIVE_SQL = "SELECT count(*) FROM memory_facts WHERE agent_id = :agent AND valid_to IS NULL"
@@ -242,16 +218,6 @@ sem AS (
     ORDER BY (f.embedding_vec <=> CAST(:vec AS vector)) + 0, f.id
     LIMIT :sem_limit
 )"""
-
-_SEM_HNSW_CTE = """
-sem_ann AS (
-    SELECT f.id, f.embedding_vec <=> CAST(:vec AS vector) AS distance
-    FROM memory_facts f
-    WHERE {fact_filter} AND f.embedding_vec IS NOT NULL
-    ORDER BY f.embedding_vec <=> CAST(:vec AS vector)
-    LIMIT :ann_limit
-),
-sem AS (SELECT id, distance FROM sem_ann ORDER BY distance, id LIMIT :sem_limit)"""
 
 # The agent's own partial HNSW index: the agent is a literal here so the planner can prove the
 # index predicate even under a generic plan (see memory_core.read.agent_index).
@@ -494,10 +460,7 @@ def _statement(request: SignalRequest, strategy: VectorStrategy | None) -> tuple
         columns["similarity"] = "1 - (f.embedding_vec <=> CAST(:vec AS vector))"
     if request.query_vector is not None and strategy is not None:
         params["sem_limit"] = sem_limit
-        if strategy == "hnsw":
-            params["ann_limit"] = sem_limit * HNSW_OVERFETCH
-            ctes.append(_SEM_HNSW_CTE.format(fact_filter=fact_filter))
-        elif strategy == "agent_index":
+        if strategy == "agent_index":
             params["ann_limit"] = sem_limit * AGENT_INDEX_OVERFETCH
             ctes.append(
                 _SEM_AGENT_INDEX_CTE.format(fact_filter=fact_filter, agent_literal=agent_literal(request.agent_id))
@@ -708,10 +671,8 @@ def run_signals(
     try:
         if request.query_vector is not None:
             wanted = _semantic_wanted(config)
-            strategy = _vector_strategy(session, request, wanted)
-            if strategy == "hnsw":
-                ef_search = min(_HNSW_EF_SEARCH_MAX, max(HNSW_EF_SEARCH, wanted * HNSW_OVERFETCH))
-            elif strategy == "agent_index":
+            strategy = _vector_strategy(session, request)
+            if strategy == "agent_index":
                 ef_search = _agent_index_ef_search(wanted)
             result.vector_strategy = strategy
         if strategy != "agent_index" and semantic is not None:
@@ -734,7 +695,7 @@ def run_signals(
         sql, params = _statement(request, strategy)
         rows = list(session.execute(compact_sql(sql), params).all()) if sql else []
     # `wanted` is the statement's :sem_limit: fewer semantic rows means the ANN scan came back short.
-    if strategy in {"hnsw", "agent_index"} and sum(1 for row in rows if row.in_sem) < wanted:
+    if strategy == "agent_index" and sum(1 for row in rows if row.in_sem) < wanted:
         # The filtered ANN scan came back short (the symptom of pgvector 0.6's post-filtering):
         # redo the semantic part exactly and let it decide which facts are semantic candidates.
         exact_rows = _exact_semantic_rows(session, request)
@@ -837,8 +798,8 @@ def choose_search_keywords(session: Session, request: SignalRequest, indexed: bo
     return kept, dropped
 
 
-def _vector_strategy(session: Session, request: SignalRequest, wanted: int) -> VectorStrategy:
-    """The agent's own index when it has one; else exact or table-wide HNSW by the agent's size.
+def _vector_strategy(session: Session, request: SignalRequest) -> VectorStrategy:
+    """The agent's own index when it has one, else an exact scan of the agent's facts.
 
     A large agent without its index gets one built in the background (the exact scan serves it
     meanwhile). Searches narrowed by ``entity_keys`` stay exact: their candidates are few.
@@ -847,13 +808,11 @@ def _vector_strategy(session: Session, request: SignalRequest, wanted: int) -> V
     threshold = request.agent_index_min_facts
     if not narrowed and threshold > 0 and agent_indexes.has_index(session, request.agent_id):
         return "agent_index"
-    agent_facts = request.agent_facts
-    if agent_facts >= EXACT_SCAN_MAX_FACTS and not narrowed:
-        agent_facts = agent_counts.get(session, request.agent_id, request.window)
-    if threshold > 0 and agent_facts >= threshold and not agent_indexes.building(session, request.agent_id):
+    # The bounded count reaches the threshold (memory_core.read.pipeline counts up to it).
+    if threshold > 0 and request.agent_facts >= threshold and not agent_indexes.building(session, request.agent_id):
         bind = session.get_bind()
         agent_indexes.request(bind.engine if isinstance(bind, Connection) else bind, request.agent_id)
-    return choose_vector_strategy(agent_facts, request.table_rows, wanted, narrowed=narrowed)
+    return "exact"
 
 
 def _finish(result: SignalResult, candidates: list[Candidate], started: float) -> SignalResult:

@@ -14,15 +14,17 @@ embeddings.
    links and relationships with their evidence facts. Embeddings come from the real
    :class:`~memory_core.providers.hashing_embedder.HashingEmbedder`, computed in worker
    processes; rows are loaded with binary ``COPY`` while the secondary indexes of the two big
-   tables are dropped, then rebuilt (HNSW with ``maintenance_work_mem`` 4GB and 2 parallel
-   maintenance workers), then ``VACUUM ANALYZE``. The database lives in the run's temporary
-   home and serves the three sizes; it is removed at the end.
+   tables are dropped, then rebuilt (``maintenance_work_mem`` 4GB and 2 parallel maintenance
+   workers), then ``VACUUM ANALYZE``. There is no table-wide vector index: as the service's
+   maintenance does, every agent with at least ``retrieval_agent_index_min_facts`` facts then
+   gets its own partial HNSW and GIN indexes; the others are searched exactly. The database
+   lives in the run's temporary home and serves the three sizes; it is removed at the end.
 2. **Per tested agent** (200 fixed questions about its facts): in-process ``retrieve()`` latency
    with the per-stage timings of the verbose trace and the vector strategy the service chose;
    sequential latency through ``POST /v1/agents/{agent}/retrieve`` (the target); throughput
    with 16 concurrent HTTP clients; recall@10 of the semantic signal against an exact search.
 3. **Diagnosis** at the largest size: ``EXPLAIN ANALYZE`` of the semantic statement and of a
-   full signal statement, and what a forced HNSW scan would return.
+   full signal statement.
 
 ``--quick`` is a smoke run at a tenth of the size (100k facts over 100 agents).
 """
@@ -1019,7 +1021,7 @@ JOIN pg_class ic ON ic.oid = i.indexrelid
 JOIN pg_am am ON am.oid = ic.relam
 WHERE c.relname = ANY(%s) AND NOT i.indisprimary
   AND NOT EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conindid = i.indexrelid)
-ORDER BY c.relname, (am.amname = 'hnsw'), i.indexrelid::regclass::text
+ORDER BY c.relname, i.indexrelid::regclass::text
 """
 BULK_TABLES = ["memory_events", "memory_facts"]
 
@@ -1217,7 +1219,8 @@ def build_dataset(database_url: str, scale: Scale, sampler: MemorySampler, worke
     )
     dataset.timings["graph tables COPY"] = time.monotonic() - moment
 
-    # 4. The indexes, HNSW last, with the memory and workers a bulk build deserves.
+    # 4. The indexes, with the memory and workers a bulk build deserves. (No vector index among
+    # them: the per-agent partial ones are built after the load, by build_agent_indexes.)
     moment = time.monotonic()
     with psycopg.connect(database_url, autocommit=True) as conn:
         conn.execute(f"SET maintenance_work_mem = '{BUILD_MAINTENANCE_WORK_MEM}'")
@@ -1227,9 +1230,8 @@ def build_dataset(database_url: str, scale: Scale, sampler: MemorySampler, worke
             begun = time.monotonic()
             conn.execute(definition)
             dataset.index_timings.append((f"{name} ({method})", time.monotonic() - begun))
-            if method == "hnsw":
-                dataset.peaks[f"build {name}"] = sampler.peak(begun, time.monotonic())
     dataset.timings["index rebuild"] = time.monotonic() - moment
+    dataset.peaks["index rebuild"] = sampler.peak(moment, time.monotonic())
 
     # 5. What autovacuum would have done by now: hint bits, visibility map, statistics.
     moment = time.monotonic()
@@ -1241,7 +1243,7 @@ def build_dataset(database_url: str, scale: Scale, sampler: MemorySampler, worke
         dataset.active_facts = int(
             conn.execute("SELECT count(*) FROM memory_facts WHERE valid_to IS NULL").fetchone()[0]  # type: ignore[index]
         )
-        for relation in ("memory_facts", "ix_memory_facts_embedding_hnsw", "memory_events"):
+        for relation in ("memory_facts", "memory_events"):
             size = conn.execute("SELECT pg_total_relation_size(%s::regclass)", (relation,)).fetchone()
             dataset.sizes[relation] = int(size[0]) if size else 0
         size = conn.execute("SELECT pg_database_size(current_database())").fetchone()
@@ -1378,8 +1380,6 @@ class SizeResult:
     exact_ms: list[float] = field(default_factory=list)
     agent_facts_counted: int = 0
     active_facts: int = 0
-    table_rows: float = 0.0
-    wanted: int = 0
     load_average: float = 0.0
     threads: dict[str, ThreadLoad] = field(default_factory=dict)
     peaks: dict[str, int] = field(default_factory=dict)
@@ -1664,35 +1664,14 @@ class Diagnosis:
     semantic_plan: list[str] = field(default_factory=list)
     full_plan: list[str] = field(default_factory=list)
     full_timings: dict[str, float] = field(default_factory=dict)
-    hnsw_rows: list[int] = field(default_factory=list)
-    hnsw_recall: list[float] = field(default_factory=list)
-    hnsw_ms: list[float] = field(default_factory=list)
-    hnsw_plan: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
 
-_HNSW_WHAT_IF_SQL = """
-SELECT 1 - (f.embedding_vec <=> CAST(%(vec)s AS vector)) AS similarity
-FROM memory_facts f
-WHERE f.agent_id = %(agent)s AND f.valid_to IS NULL AND f.confidence >= %(min_confidence)s
-  AND f.embedding_vec IS NOT NULL
-ORDER BY f.embedding_vec <=> CAST(%(vec)s AS vector)
-LIMIT %(limit)s
-"""
-
-
-def diagnose(ctx: Any, database_url: str, agent: TestedAgent, samples: int) -> Diagnosis:
-    """EXPLAIN ANALYZE of the semantic statement and of a whole signal statement; a forced HNSW scan's yield."""
+def diagnose(ctx: Any, agent: TestedAgent) -> Diagnosis:
+    """EXPLAIN ANALYZE of the semantic statement and of a whole signal statement."""
     from memory_core.read import retrieve
     from memory_core.read.entities import resolve_query_context
-    from memory_core.read.signals import (
-        EXACT_SCAN_MAX_FACTS,
-        HNSW_EF_SEARCH,
-        HNSW_OVERFETCH,
-        SignalRequest,
-        run_signals,
-    )
-    from memory_core.write.repository import vector_literal
+    from memory_core.read.signals import EXACT_SCAN_MAX_FACTS, SignalRequest, run_signals
 
     result = Diagnosis(agent_id=agent.agent_id)
     config = ctx.base_config
@@ -1727,39 +1706,6 @@ def diagnose(ctx: Any, database_url: str, agent: TestedAgent, samples: int) -> D
             result.full_plan = explain(ctx.engine, *full[0], setup=setup)
     except Exception as error:  # diagnosis must not lose the run's figures
         result.errors.append(f"EXPLAIN: {type(error).__name__}: {error}")
-
-    wanted = max(config.signal_max_facts, config.reranker_candidate_multiplier * config.topk_facts)
-    limit = wanted * HNSW_OVERFETCH
-    ef_search = max(HNSW_EF_SEARCH, limit)
-    try:
-        with psycopg.connect(database_url) as conn:
-            for index, query in enumerate(agent.queries[:samples]):
-                vector = ctx.embedder.embed_one(query)
-                if vector is None:
-                    continue
-                params = {
-                    "vec": vector_literal(vector),
-                    "agent": agent.agent_id,
-                    "min_confidence": config.min_confidence,
-                    "limit": limit,
-                    "k": RECALL_K,
-                }
-                with conn.transaction():
-                    conn.execute(f"SET LOCAL hnsw.ef_search = {int(ef_search)}")
-                    started = time.perf_counter()
-                    approximate = [float(row[0]) for row in conn.execute(_HNSW_WHAT_IF_SQL, params).fetchall()]
-                    result.hnsw_ms.append((time.perf_counter() - started) * 1000.0)
-                    if index == 0:
-                        plan = conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + _HNSW_WHAT_IF_SQL, params).fetchall()
-                        result.hnsw_plan = [str(row[0]) for row in plan]
-                exact = [float(row[0]) for row in conn.execute(_EXACT_TOPK_SQL, params).fetchall()]
-                conn.rollback()
-                result.hnsw_rows.append(len(approximate))
-                value = recall_at_k(approximate, exact, RECALL_K, config.min_similarity)
-                if value is not None:
-                    result.hnsw_recall.append(value)
-    except Exception as error:  # diagnosis must not lose the run's figures
-        result.errors.append(f"forced HNSW: {type(error).__name__}: {error}")
     return result
 
 
@@ -1806,27 +1752,15 @@ def _strategy_text(counter: Counter[str]) -> str:
     return ", ".join(f"{name} x {count}" for name, count in counter.most_common()) or "n/a"
 
 
-def strategy_reason(active: int, table_rows: float, wanted: int, seen: Counter[str] | None = None) -> str:
-    """Why the semantic signal searches this agent the way it does."""
-    from memory_core.read.signals import (
-        AGENT_INDEX_EF_SEARCH,
-        EXACT_SCAN_MAX_FACTS,
-        HNSW_EF_SEARCH,
-        HNSW_MIN_EXPECTED_HITS,
-    )
+def strategy_reason(active: int, seen: Counter[str] | None = None) -> str:
+    """Why the semantic signal searches this agent the way it does (by the strategy seen most)."""
+    from memory_core.read.signals import AGENT_INDEX_EF_SEARCH
 
     if seen and seen.most_common(1)[0][0].startswith("agent_index"):
         return f"the agent's own partial HNSW index ({active:,} active facts; ef_search {AGENT_INDEX_EF_SEARCH})"
-
-    if active < EXACT_SCAN_MAX_FACTS:
-        return f"{active:,} active facts < EXACT_SCAN_MAX_FACTS ({EXACT_SCAN_MAX_FACTS:,})"
-    share = active / max(table_rows, float(active), 1.0)
-    hits = HNSW_EF_SEARCH * share
-    need = HNSW_MIN_EXPECTED_HITS * wanted
     return (
-        f"{active:,} active facts = {share:.1%} of the table's {table_rows:,.0f} rows; ef_search {HNSW_EF_SEARCH} "
-        f"x {share:.1%} = {hits:.0f} expected hits {'<' if hits < need else '>='} {HNSW_MIN_EXPECTED_HITS:g} x "
-        f"{wanted} wanted"
+        f"exact scan of the agent's {active:,} active facts (no index of its own: fewer than "
+        "retrieval_agent_index_min_facts, or its index is not built yet)"
     )
 
 
@@ -1841,7 +1775,7 @@ def size_report(result: SizeResult, dataset: Dataset, *, largest: bool) -> Phase
             label,
             "vector strategy (in-process traces / recall pass)",
             f"{_strategy_text(result.strategies)} / {_strategy_text(result.recall_strategies)}: "
-            + strategy_reason(result.active_facts, result.table_rows, result.wanted, result.strategies),
+            + strategy_reason(result.active_facts, result.strategies),
         )
     )
     rows.append(
@@ -1953,6 +1887,9 @@ def size_report(result: SizeResult, dataset: Dataset, *, largest: bool) -> Phase
     return report
 
 
+_INDEX_METHODS = {"btree": "b-tree", "gin": "GIN", "gist": "GiST", "hnsw": "HNSW"}
+
+
 def dataset_report(dataset: Dataset, scale: Scale, workers: int) -> PhaseReport:
     """Rows about the table and how it was built."""
     report = PhaseReport()
@@ -1986,15 +1923,16 @@ def dataset_report(dataset: Dataset, scale: Scale, workers: int) -> PhaseReport:
             f"graph tables {secs(dataset.timings['graph tables COPY'])}",
         )
     )
-    hnsw = [(name, seconds) for name, seconds in dataset.index_timings if "(hnsw)" in name]
-    other = [(name, seconds) for name, seconds in dataset.index_timings if "(hnsw)" not in name]
+    methods = Counter(name.rsplit(" ", 1)[-1].strip("()") for name, _ in dataset.index_timings)
+    kinds = ", ".join(f"{count} {_INDEX_METHODS.get(method, method)}" for method, count in sorted(methods.items()))
     rows.append(
         Row(
             "dataset",
             f"index rebuild (maintenance_work_mem {BUILD_MAINTENANCE_WORK_MEM}, "
             f"{BUILD_PARALLEL_WORKERS} parallel maintenance workers)",
-            "; ".join(f"{name.split(' ')[0]} {secs(seconds)}" for name, seconds in hnsw)
-            + f"; {len(other)} b-tree/GIN indexes {secs(sum(s for _, s in other))}",
+            f"{len(dataset.index_timings)} indexes of {', '.join(BULK_TABLES)}"
+            + (f" ({kinds})" if kinds else "")
+            + f" in {secs(dataset.timings.get('index rebuild', math.nan))}",
         )
     )
     rows.append(Row("dataset", "VACUUM ANALYZE", secs(dataset.timings["vacuum analyze"])))
@@ -2002,17 +1940,17 @@ def dataset_report(dataset: Dataset, scale: Scale, workers: int) -> PhaseReport:
         Row(
             "dataset",
             "sizes on disk",
-            f"memory_facts {mib(dataset.sizes.get('memory_facts', 0))} with indexes (HNSW "
-            f"{mib(dataset.sizes.get('ix_memory_facts_embedding_hnsw', 0))}); database "
-            f"{mib(dataset.sizes.get('database', 0))}",
+            f"memory_facts {mib(dataset.sizes.get('memory_facts', 0))} with indexes; memory_events "
+            f"{mib(dataset.sizes.get('memory_events', 0))}; database {mib(dataset.sizes.get('database', 0))} "
+            "(before the per-agent indexes)",
         )
     )
-    build_peak = max((value for name, value in dataset.peaks.items() if name.startswith("build ")), default=0)
     rows.append(
         Row(
             "dataset",
-            "wall time / peak memory (load; HNSW build)",
-            f"{secs(dataset.timings['total'])} / {mib(dataset.peaks.get('load', 0))}; {mib(build_peak)}",
+            "wall time / peak memory (load; index rebuild)",
+            f"{secs(dataset.timings['total'])} / {mib(dataset.peaks.get('load', 0))}; "
+            f"{mib(dataset.peaks.get('index rebuild', 0))}",
         )
     )
     load_s = dataset.timings.get("events COPY", 0.0) + copy_s
@@ -2042,15 +1980,6 @@ def diagnosis_notes(diagnosis: Diagnosis) -> list[str]:
     if diagnosis.full_timings:
         stages = ", ".join(f"{name} {value:.1f}" for name, value in diagnosis.full_timings.items())
         notes.append(f"diagnosis ({diagnosis.agent_id}, {diagnosis.query!r}): stage timings in ms: {stages}.")
-    if diagnosis.hnsw_ms:
-        recall = sum(diagnosis.hnsw_recall) / len(diagnosis.hnsw_recall) if diagnosis.hnsw_recall else math.nan
-        notes.append(
-            f"diagnosis: forced HNSW scan for {diagnosis.agent_id} (the service's hnsw statement shape, ef_search "
-            f"raised as the service does): {percentile(diagnosis.hnsw_rows, 50):.0f} rows returned (median; "
-            f"min {min(diagnosis.hnsw_rows)}) of the {diagnosis.hnsw_rows and max(diagnosis.hnsw_rows)} asked, "
-            f"recall@{RECALL_K} {recall:.3f}, p50 / p95 {_p([v / 1000 for v in diagnosis.hnsw_ms])} over "
-            f"{len(diagnosis.hnsw_ms)} questions."
-        )
     notes.extend(f"diagnosis failed: {error}" for error in diagnosis.errors)
     return notes
 
@@ -2132,11 +2061,7 @@ def measure_size(stack: BenchStack, sampler: MemorySampler, ctx: Any, agent: Tes
         count = conn.execute(
             "SELECT count(*) FROM memory_facts WHERE agent_id = %s AND valid_to IS NULL", (agent.agent_id,)
         ).fetchone()
-        rows = conn.execute("SELECT reltuples FROM pg_class WHERE oid = 'memory_facts'::regclass").fetchone()
     result.active_facts = int(count[0]) if count else 0
-    result.table_rows = float(rows[0]) if rows else 0.0
-    config = ctx.base_config
-    result.wanted = max(config.signal_max_facts, config.reranker_candidate_multiplier * config.topk_facts)
     window = Window(stack).open()
     started = window.started
     print(f"{label}: {len(queries)} questions; warm-up, in-process retrieve() with traces...", flush=True)
@@ -2210,7 +2135,25 @@ def build_agent_indexes(database_url: str, min_facts: int) -> list[tuple[str, in
     return built
 
 
-def agent_index_report(built: Sequence[tuple[str, int, float, str]], min_facts: int) -> PhaseReport:
+def agent_index_sizes(database_url: str) -> dict[str, tuple[int, int]]:
+    """How many per-agent partial indexes exist and their bytes on disk: vector (HNSW) and keyword (GIN)."""
+    from memory_core.read.agent_index import AGENT_INDEX_PREFIX, AGENT_TEXT_INDEX_PREFIX
+
+    sizes: dict[str, tuple[int, int]] = {}
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        for kind, prefix in (("HNSW", AGENT_INDEX_PREFIX), ("GIN", AGENT_TEXT_INDEX_PREFIX)):
+            row = conn.execute(
+                "SELECT count(*), COALESCE(sum(pg_relation_size(c.oid)), 0) FROM pg_class c "
+                "WHERE c.relkind = 'i' AND starts_with(c.relname, %s)",
+                (prefix,),
+            ).fetchone()
+            sizes[kind] = (int(row[0]), int(row[1])) if row else (0, 0)
+    return sizes
+
+
+def agent_index_report(
+    built: Sequence[tuple[str, int, float, str]], min_facts: int, sizes: Mapping[str, tuple[int, int]]
+) -> PhaseReport:
     """Rows about the per-agent vector and keyword indexes built after the load."""
     report = PhaseReport()
     total = sum(seconds for _, _, seconds, _ in built)
@@ -2218,6 +2161,8 @@ def agent_index_report(built: Sequence[tuple[str, int, float, str]], min_facts: 
     detail = f"{len(built)} agents with >= {min_facts:,} facts; {secs(total)} in all"
     if largest is not None:
         detail += f" (largest: {largest[0]}, {largest[1]:,} facts, {secs(largest[2])})"
+    if sizes:
+        detail += "; on disk " + ", ".join(f"{count} {kind} {mib(size)}" for kind, (count, size) in sizes.items())
     report.rows.append(Row("dataset", "per-agent partial HNSW + GIN indexes (maintenance, CONCURRENTLY)", detail))
     if built:
         report.notes.append(
@@ -2293,7 +2238,7 @@ def run_retrieve_benchmark(
         settings = load_settings()
         min_facts = settings.retrieval_agent_index_min_facts
         built = build_agent_indexes(stack.database_url, min_facts)
-        _collect(agent_index_report(built, min_facts), rows, notes, targets)
+        _collect(agent_index_report(built, min_facts, agent_index_sizes(stack.database_url)), rows, notes, targets)
 
         ctx = build_read_context(settings)
         results: list[SizeResult] = []
@@ -2304,8 +2249,8 @@ def run_retrieve_benchmark(
         for result in results:
             _collect(size_report(result, dataset, largest=result.agent is largest), rows, notes, targets)
 
-        print(f"diagnosis of {largest.agent_id}: EXPLAIN ANALYZE, forced HNSW...", flush=True)
-        diagnosis = diagnose(ctx, stack.database_url, largest, samples=min(50, len(largest.queries)))
+        print(f"diagnosis of {largest.agent_id}: EXPLAIN ANALYZE...", flush=True)
+        diagnosis = diagnose(ctx, largest)
         notes.extend(diagnosis_notes(diagnosis))
         plans.append((f"EXPLAIN ANALYZE of the semantic signal statement, {largest.agent_id}", diagnosis.semantic_plan))
         plans.append(
@@ -2314,7 +2259,6 @@ def run_retrieve_benchmark(
                 diagnosis.full_plan,
             )
         )
-        plans.append((f"EXPLAIN ANALYZE of a forced HNSW scan, {largest.agent_id}", diagnosis.hnsw_plan))
 
         rows.append(update_statistics(stack.database_url))
         peak = sampler.peak()

@@ -1,8 +1,8 @@
 """Large agents get partial HNSW and GIN indexes of their own; retrieval through them stays exact enough and isolated.
 
 A database of its own with 16-dimensional embeddings (so the table and its indexes build in
-seconds): two large agents (one whose id needs SQL quoting), a few small ones, and the
-table-wide HNSW index the migration creates. The threshold is lowered to 3,000 facts.
+seconds): two large agents (one whose id needs SQL quoting) and a few small ones. The threshold
+is lowered to 3,000 facts.
 """
 
 from __future__ import annotations
@@ -92,7 +92,6 @@ def table(services: TestServices, tmp_path_factory: pytest.TempPathFactory) -> I
         "(SELECT CAST(array_agg(random() + d.i * 0 + g * 0) AS vector) FROM generate_series(1, :dims) AS d(i))"
     )
     with ctx.engine.begin() as connection:
-        connection.execute(text("DROP INDEX ix_memory_facts_embedding_hnsw"))
         connection.execute(text("SELECT setseed(0.17)"))
         for agent, size in SIZES.items():
             connection.execute(
@@ -110,15 +109,6 @@ def table(services: TestServices, tmp_path_factory: pytest.TempPathFactory) -> I
                 "WHERE id IN (SELECT id FROM memory_facts WHERE agent_id = :agent ORDER BY id LIMIT 300)"
             ),
             {"agent": BIG},
-        )
-        # The migration's build parameters (m 16): the planner weighs the table-wide index against
-        # an agent's own by their size and m, so the test must not give the big one an advantage.
-        connection.execute(text("SET LOCAL maintenance_work_mem = '256MB'"))
-        connection.execute(
-            text(
-                "CREATE INDEX ix_memory_facts_embedding_hnsw ON memory_facts "
-                "USING hnsw (embedding_vec vector_cosine_ops)"
-            )
         )
         connection.execute(text("ANALYZE memory_facts"))
         vectors: dict[str, dict[str, list[float]]] = {agent: {} for agent in SIZES}

@@ -1,7 +1,9 @@
 """Vector search stays correct when an agent owns a small slice of a large table (pgvector 0.6, no iterative scans).
 
-A database of its own, with 16-dimensional embeddings so 30,000 rows and their HNSW index build
-in seconds: 24,000 facts for one big agent, 6,000 for six others, 50 for the agent under test.
+A database of its own, with 16-dimensional embeddings: 24,000 facts for one big agent, 6,000 for
+six others, 50 for the agent under test. No agent gets an index of its own here (the threshold is
+0, "never"), so every search is exact; memory_core/read/test_agent_index.py covers the
+agents' own indexes.
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ from sqlalchemy import text
 from memory_core.config import MemoryConfig
 from memory_core.db.migrate import upgrade
 from memory_core.read import signals
+from memory_core.read.agent_index import agent_indexes, build_agent_index, drop_agent_index
 from memory_core.read.context import ReadContext, build_read_context
 from memory_core.read.pipeline import retrieve
-from memory_core.read.signals import SignalRequest, choose_vector_strategy, run_signals
+from memory_core.read.signals import SignalRequest, run_signals
 from memory_core.settings import load_settings
 from tests.support.services import TestServices
 
@@ -68,6 +71,7 @@ def sliced(services: TestServices, tmp_path_factory: pytest.TempPathFactory) -> 
         home=Path(tmp_path_factory.mktemp("slice")),
         embedding_dimensions=DIMENSIONS,
         llm_provider="offline",
+        retrieval_agent_index_min_facts=0,
     )
     upgrade(settings)
     ctx = build_read_context(settings, embedder=FixedEmbedder([1.0] * DIMENSIONS), llm=None, pool_size=2)
@@ -76,8 +80,6 @@ def sliced(services: TestServices, tmp_path_factory: pytest.TempPathFactory) -> 
         "(SELECT CAST(array_agg(random() + d.i * 0 + g * 0) AS vector) FROM generate_series(1, :dims) AS d(i))"
     )
     with ctx.engine.begin() as connection:
-        # Bulk load without the index, then build it: much faster than 30,000 index insertions.
-        connection.execute(text("DROP INDEX ix_memory_facts_embedding_hnsw"))
         connection.execute(text("SELECT setseed(0.42)"))
         connection.execute(
             text(
@@ -88,15 +90,6 @@ def sliced(services: TestServices, tmp_path_factory: pytest.TempPathFactory) -> 
                 "FROM generate_series(1, 30050) AS g"
             ),
             {"big": BIG, "small": SMALL, "dims": DIMENSIONS, "valid_from": VALID_FROM},
-        )
-        # Lighter build parameters than the migration's (m 16, ef_construction 64) keep the setup at a
-        # couple of seconds; 16 dimensions need no more for high recall.
-        connection.execute(text("SET LOCAL maintenance_work_mem = '256MB'"))
-        connection.execute(
-            text(
-                "CREATE INDEX ix_memory_facts_embedding_hnsw ON memory_facts "
-                "USING hnsw (embedding_vec vector_cosine_ops) WITH (m = 8, ef_construction = 32)"
-            )
         )
         connection.execute(text("ANALYZE memory_facts"))
         vectors: dict[str, dict[str, list[float]]] = {SMALL: {}, BIG: {}}
@@ -141,82 +134,59 @@ def test_small_slice_gets_its_exact_top_k(sliced: Slice) -> None:
         assert _retrieve_ids(sliced.ctx, SMALL, query) == _exact_top(sliced.vectors[SMALL], query, K)
 
 
-def test_a_naive_filtered_hnsw_scan_would_miss_the_slice(sliced: Slice) -> None:
-    # Why the strategy exists: forced onto the HNSW index, a WHERE agent_id scan finds almost nothing.
-    query = _query(0)
-    literal = "[" + ",".join(str(x) for x in query) + "]"
-    with sliced.ctx.engine.begin() as connection:
-        for setting in ("enable_seqscan", "enable_bitmapscan", "enable_sort"):
-            connection.execute(text(f"SET LOCAL {setting} = off"))
-        plan = "\n".join(
-            row[0]
-            for row in connection.execute(
-                text(
-                    "EXPLAIN SELECT id FROM memory_facts WHERE agent_id = :agent "
-                    "ORDER BY embedding_vec <=> CAST(:vec AS vector) LIMIT :k"
-                ),
-                {"agent": SMALL, "vec": literal, "k": K},
-            )
-        )
-        assert "ix_memory_facts_embedding_hnsw" in plan
-        rows = connection.execute(
+def test_no_vector_index_spans_agents(sliced: Slice) -> None:
+    # A table-wide HNSW index yields its ef_search nearest tuples of all agents and filters by agent
+    # afterwards: a 50-fact slice of a 30,000-row table would get almost none of its own. Migration
+    # 0010 dropped it; the vector indexes that exist are partial, one agent's rows each.
+    with sliced.ctx.engine.connect() as connection:
+        indexes = connection.execute(
             text(
-                "SELECT id FROM memory_facts WHERE agent_id = :agent "
-                "ORDER BY embedding_vec <=> CAST(:vec AS vector) LIMIT :k"
-            ),
-            {"agent": SMALL, "vec": literal, "k": K},
+                "SELECT c.relname, pg_get_expr(i.indpred, i.indrelid) AS predicate FROM pg_index i "
+                "JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am am ON am.oid = c.relam "
+                "WHERE i.indrelid = 'memory_facts'::regclass AND am.amname = 'hnsw'"
+            )
         ).all()
-    assert len(rows) < K
-
-
-def test_strategy_rule() -> None:
-    assert choose_vector_strategy(50, 30_050, 50) == "exact"
-    assert choose_vector_strategy(19_999, 10_000_000, 50) == "exact"
-    assert choose_vector_strategy(24_000, 30_050, 50) == "hnsw"
-    # Large in absolute terms but a sliver of the table: the index could not find enough rows.
-    assert choose_vector_strategy(25_000, 50_000_000, 50) == "exact"
-    assert choose_vector_strategy(24_000, 30_050, 50, narrowed=True) == "exact"
+    assert all(row.predicate is not None and row.predicate.startswith("(agent_id = ") for row in indexes), indexes
 
 
 def _signals(
-    ctx: ReadContext, agent_id: str, query: list[float], agent_facts: int, *, force_index: bool = False
+    ctx: ReadContext, agent_id: str, query: list[float], agent_facts: int, *, index_threshold: int = 0
 ) -> signals.SignalResult:
     with ctx.sessions() as session:
-        if force_index:
-            # Make the planner take the HNSW path even for a 50-row agent, as it would for a larger one.
-            for setting in ("enable_seqscan", "enable_bitmapscan", "enable_sort"):
-                session.execute(text(f"SET LOCAL {setting} = off"))
         return run_signals(
             session,
             SignalRequest(
                 agent_id=agent_id,
-                config=MemoryConfig(embedding_dimensions=DIMENSIONS, min_similarity=0.0),
+                config=MemoryConfig(embedding_dimensions=DIMENSIONS, min_similarity=0.0, signal_max_facts=60),
                 now=datetime.now(UTC),
                 query_vector=query,
                 agent_facts=agent_facts,
                 table_rows=30_050,
+                agent_index_min_facts=index_threshold,
             ),
         )
 
 
-def test_short_hnsw_answers_fall_back_to_exact(sliced: Slice, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(signals, "EXACT_SCAN_MAX_FACTS", 10)
-    monkeypatch.setattr(signals, "HNSW_MIN_EXPECTED_HITS", 0.0)
-    query = _query(7)
-    result = _signals(sliced.ctx, SMALL, query, agent_facts=50, force_index=True)
-    assert result.vector_strategy == "hnsw->exact"
-    semantic = {c.fact_id for c in result.candidates if "semantic" in c.sources}
-    assert semantic == set(sliced.vectors[SMALL])  # all 50: the wanted count is 50
-    assert _retrieve_ids(sliced.ctx, SMALL, query) == _exact_top(sliced.vectors[SMALL], query, K)
-
-
-def test_big_agent_uses_hnsw_with_high_recall(sliced: Slice) -> None:
-    recalls = []
+def test_a_large_agent_without_an_index_of_its_own_is_searched_exactly(sliced: Slice) -> None:
     for seed in range(3):
         query = _query(100 + seed)
-        result = _signals(sliced.ctx, BIG, query, agent_facts=20_001)
-        assert result.vector_strategy == "hnsw"
-        found = _retrieve_ids(sliced.ctx, BIG, query)
-        exact = _exact_top(sliced.vectors[BIG], query, K)
-        recalls.append(len(set(found) & set(exact)) / K)
-    assert min(recalls) >= 0.9, recalls
+        result = _signals(sliced.ctx, BIG, query, agent_facts=24_000)
+        assert result.vector_strategy == "exact"
+        assert _retrieve_ids(sliced.ctx, BIG, query) == _exact_top(sliced.vectors[BIG], query, K)
+
+
+def test_short_index_answers_fall_back_to_exact(sliced: Slice) -> None:
+    # An index of its own for the 50-fact agent: its scan can never yield the 60 rows wanted, the
+    # symptom a post-filtered scan shows; the guard redoes the search exactly.
+    build_agent_index(sliced.ctx.engine, SMALL)
+    agent_indexes.clear()
+    try:
+        query = _query(7)
+        result = _signals(sliced.ctx, SMALL, query, agent_facts=50, index_threshold=1)
+        assert result.vector_strategy == "agent_index->exact"
+        semantic = {c.fact_id for c in result.candidates if "semantic" in c.sources}
+        assert semantic == set(sliced.vectors[SMALL])
+    finally:
+        drop_agent_index(sliced.ctx.engine, SMALL)
+        agent_indexes.clear()
+    assert _retrieve_ids(sliced.ctx, SMALL, query) == _exact_top(sliced.vectors[SMALL], query, K)
