@@ -201,6 +201,15 @@ _REMEMBER = re.compile(
     r"guarda|grava)(?:\s+(?:that|que|de\s+que|isso|this))?\s*[:,]?\s+",
     re.IGNORECASE,
 )
+# Conversational openers ("Fun fact:", "Guess what,", "Olha só:", "Sabia que ..."): not names, and
+# not part of what is remembered. Those followed by punctuation need it ("So I moved" keeps "So").
+_OPENER = re.compile(
+    r"^(?:(?:fun\s+fact|guess\s+what|you\s+know\s+what|by\s+the\s+way|btw|hmm+|hm+|well|anyways?|so|oh|ah|"
+    r"honestly|actually|olha(?:\s+s[óo])?|ali[aá]s|ent[aã]o|enfim|tipo|nossa|pois\s+[eé]|cara|sinceramente)"
+    r"[ \t]*[:,][ \t]*|(?:did\s+you\s+know(?:\s+that)?|(?:voc[eê]\s+)?sabia\s+que)\s+)",
+    re.IGNORECASE,
+)
+_MAX_OPENERS = 2
 _PAREN = re.compile(r"[ \t]*\(([^()]{1,80})\)")
 _NAMED_GAP = re.compile(r"[ \t]*,?[ \t]*(?:(?:named|called|chamad[oa]|de\s+nome|o|a)[ \t]+)?", re.IGNORECASE)
 _NAMED_LATER = re.compile(
@@ -1118,6 +1127,17 @@ _PATTERNS_BY_LANGUAGE: dict[str, PatternIndex] = {
 }
 
 
+def _without_openers(sentence: str) -> str:
+    """``sentence`` without its conversational openers, capitalised again ("Fun fact: my cat" -> "My cat")."""
+    for _ in range(_MAX_OPENERS):
+        opener = _OPENER.match(sentence)
+        if opener is None or opener.end() == len(sentence):
+            break
+        sentence = sentence[opener.end() :]
+        sentence = sentence[:1].upper() + sentence[1:]
+    return sentence
+
+
 class _Extractor:
     """State of one extraction: the entity registry, facts, relations, and the last person talked about."""
 
@@ -1140,7 +1160,7 @@ class _Extractor:
         for start, end in spans:
             if len(self.facts) >= self.max_facts:
                 break
-            sentence = self.message[start:end]
+            sentence = _without_openers(self.message[start:end])
             remember = _REMEMBER.match(sentence)
             if remember is not None:
                 sentence = sentence[remember.end() :]

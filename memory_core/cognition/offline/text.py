@@ -151,13 +151,22 @@ _SMALL_TALK_WORDS = _words(
     "much so very a lot well and too bro dude man mate sounds perfect glad hear that's thats is it "
     "appreciate appreciated all the best take care have nice one you're youre your doing going there "
     "i'm im i’m "
+    # English replies that acknowledge without telling anything ("Love that! Tell me more.", "Good
+    # question, let me check.", "That sounds tough. Hang in there!", "Happy to help!")
+    "love loved that this it's tell me more question let check think about sound tough hang in happy "
+    "help anything else on mind congratulations congrats news funny interesting wonderful amazing "
+    "fantastic lovely know keep i'll i’ll to for "
     # Portuguese
     "oi ola olá opa eai eaí e aí ai tudo bem beleza blz tranquilo tranquila suave obrigado obrigada obg "
     "brigado brigada valeu vlw bom boa dia tarde noite até ate logo mais tchau falou flw sim não nao "
     "claro certo pois então entao legal show top massa ótimo otimo ótima otima perfeito perfeita "
     "como vai você voce vc está esta tá ta td tb também tambem muito mto de nada por favor desculpa "
     "desculpe foi mal entendi hum nossa uau isso mesmo verdade com certeza bora vamos né ne tudo "
-    "joia jóia fechado combinado pode deixa demais tu prazer o a amanhã amanha breve estou tô to tá"
+    "joia jóia fechado combinado pode deixa demais tu prazer o a amanhã amanha breve estou tô to tá "
+    # Portuguese replies that acknowledge without telling anything ("Boa pergunta, deixa eu ver.",
+    # "Entendi, vou lembrar disso.", "Parabéns, que notícia ótima!", "Fico feliz em ajudar!")
+    "pergunta eu ver vou lembrar disso fico feliz em ajudar alguma coisa parabéns parabens que notícia "
+    "noticia pensar saber adorei amei poxa sinto força forca interessante ser"
 )
 _SMALL_TALK_PHRASES = frozenset(
     " ".join(fold(phrase).split())

@@ -578,3 +578,75 @@ def test_contractions_and_acronyms(extract: Extract) -> None:
     names = {entity.name: entity.type for entity in output.entities}
     assert "We're" not in names
     assert names["LGBTQ"] == "organization"
+
+
+# --- conversational replies and openers --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Love that! Tell me more.",
+        "Good question, let me check.",
+        "That sounds tough. Hang in there!",
+        "That sounds wonderful!",
+        "Happy to help! Anything else on your mind?",
+        "Congratulations, that's great news!",
+        "Sounds good to me.",
+        "Hmm, let me think about it.",
+        "Got it, I'll keep that in mind.",
+        "Haha that's funny.",
+        "Nice, good to know.",
+        "Interesting!",
+        "Adorei! Me conta mais.",
+        "Boa pergunta, deixa eu ver.",
+        "Entendi, vou lembrar disso.",
+        "Fico feliz em ajudar! Mais alguma coisa?",
+        "Parabéns, que notícia ótima!",
+        "Hmm, deixa eu pensar.",
+        "Legal, bom saber.",
+        "Show, pode ser.",
+    ],
+)
+def test_a_reply_that_says_nothing_new_is_not_remembered(extract: Extract, message: str) -> None:
+    # An assistant's acknowledgements would otherwise become facts about it ("assistant loves that").
+    assert extract(message, speaker="assistant") == ExtractionOutput()
+
+
+@pytest.mark.parametrize(
+    ("message", "speaker", "expected", "opener"),
+    [
+        (
+            "Fun fact: my parrot Kiwi learned a new trick today!",
+            "Henry",
+            ("Kiwi", "Henry's parrot Kiwi learned a new trick today!"),
+            "Fun",
+        ),
+        ("Guess what, I moved to Lisbon.", "Noah", ("Noah", "Noah moved to Lisbon."), "Guess"),
+        ("Hmm, Ana moved to Lisbon.", "Noah", ("Ana", "Ana moved to Lisbon."), "Hmm"),
+        (
+            "Olha só: eu moro em Goiânia, perto do centro.",
+            "Isabela",
+            ("Isabela", "Isabela mora em Goiânia, perto do centro."),
+            "Olha",
+        ),
+        ("Sabia que eu moro em Goiânia.", "Isabela", ("Isabela", "Isabela mora em Goiânia."), "Sabia"),
+    ],
+)
+def test_a_conversational_opener_is_not_a_name_and_not_part_of_the_fact(
+    extract: Extract, message: str, speaker: str, expected: tuple[str, str], opener: str
+) -> None:
+    output = extract(message, speaker=speaker)
+    assert opener not in {entity.name for entity in output.entities}
+    fact = _only_fact(output)
+    assert (fact.subject, fact.text) == expected
+
+
+def test_an_opener_does_not_hide_a_question(extract: Extract) -> None:
+    assert extract("Sabia que eu moro em Goiânia?", speaker="Isabela").facts == []
+
+
+def test_an_opener_before_a_relative_keeps_the_relation(extract: Extract) -> None:
+    output = extract("Sabia que meu irmão Diego começou a trabalhar na Shopify.", speaker="Camila")
+    assert "Sabia" not in {entity.name for entity in output.entities}
+    assert ("Diego", "works_at", "Shopify") in _relations(output)
