@@ -205,7 +205,9 @@ _REMEMBER = re.compile(
 # not part of what is remembered. Those followed by punctuation need it ("So I moved" keeps "So").
 _OPENER = re.compile(
     r"^(?:(?:fun\s+fact|guess\s+what|you\s+know\s+what|by\s+the\s+way|btw|hmm+|hm+|well|anyways?|so|oh|ah|"
-    r"honestly|actually|olha(?:\s+s[óo])?|ali[aá]s|ent[aã]o|enfim|tipo|nossa|pois\s+[eé]|cara|sinceramente)"
+    r"honestly|actually|(?:big|good|great|some)\s+news|news|update|sure|ok(?:ay)?|yeah|yes|wow|ugh|oops|"
+    r"cool|nice|great|awesome|alright|olha(?:\s+s[óo])?|ali[aá]s|ent[aã]o|enfim|tipo|nossa|pois\s+[eé]|cara|"
+    r"sinceramente|novidade|(?:boa\s+)?not[ií]cia(?:\s+boa)?|beleza|claro|aff|poxa|caramba|puxa|eita|uau|opa)"
     r"[ \t]*[:,][ \t]*|(?:did\s+you\s+know(?:\s+that)?|(?:voc[eê]\s+)?sabia\s+que)\s+)",
     re.IGNORECASE,
 )
@@ -979,6 +981,7 @@ def _rewrite_pt(s: _Sentence, speaker: str, replace: tuple[int, int] | None, rep
     pending = False
     emitted = False
     touched = False
+    speaker_verb = -2  # index of the last verb turned from the speaker's first person
     position = 0
     for index, token in enumerate(tokens):
         word = token.group()
@@ -1000,7 +1003,9 @@ def _rewrite_pt(s: _Sentence, speaker: str, replace: tuple[int, int] | None, rep
             out, touched = _case_like(word, "com") + " " + speaker, True
         elif low == "me":
             touched = True
-            if pending or (adjacent and pt_first_to_third(tokens[index + 1].group()) is not None):
+            # Right after the speaker's own verb it is reflexive: "vou me mudar" -> "vai se mudar".
+            reflexive = speaker_verb == index - 1
+            if pending or reflexive or (adjacent and pt_first_to_third(tokens[index + 1].group()) is not None):
                 out = _case_like(word, "se")
                 pending = True
                 if not emitted:
@@ -1025,12 +1030,12 @@ def _rewrite_pt(s: _Sentence, speaker: str, replace: tuple[int, int] | None, rep
             else:
                 third = pt_first_to_third(word)
                 if third is not None:
-                    out = third
+                    out, speaker_verb = third, index
                 pending = False
         elif _pt_verb_at(s, index):
             third = pt_first_to_third(word)
             if third is not None:
-                out, touched = third, True
+                out, touched, speaker_verb = third, True, index
                 if not emitted:
                     inserts.append(_insertion_index(folded, index))
                     emitted = True

@@ -166,7 +166,7 @@ _SMALL_TALK_WORDS = _words(
     # Portuguese replies that acknowledge without telling anything ("Boa pergunta, deixa eu ver.",
     # "Entendi, vou lembrar disso.", "Parabéns, que notícia ótima!", "Fico feliz em ajudar!")
     "pergunta eu ver vou lembrar disso fico feliz em ajudar alguma coisa parabéns parabens que notícia "
-    "noticia pensar saber adorei amei poxa sinto força forca interessante ser"
+    "noticia pensar saber adorei amei poxa sinto força forca fase hein interessante ser"
 )
 _SMALL_TALK_PHRASES = frozenset(
     " ".join(fold(phrase).split())

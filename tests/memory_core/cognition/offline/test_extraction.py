@@ -606,6 +606,7 @@ def test_contractions_and_acronyms(extract: Extract) -> None:
         "Hmm, deixa eu pensar.",
         "Legal, bom saber.",
         "Show, pode ser.",
+        "Que fase, hein. Força!",
     ],
 )
 def test_a_reply_that_says_nothing_new_is_not_remembered(extract: Extract, message: str) -> None:
@@ -631,6 +632,19 @@ def test_a_reply_that_says_nothing_new_is_not_remembered(extract: Extract, messa
             "Olha",
         ),
         ("Sabia que eu moro em Goiânia.", "Isabela", ("Isabela", "Isabela mora em Goiânia."), "Sabia"),
+        (
+            "Big news: I'm moving to Boston in the spring!",
+            "Isla",
+            ("Isla", "Isla is moving to Boston in the spring!"),
+            "Big",
+        ),
+        (
+            "Ah, novidade: vou me mudar pra Recife no começo do ano!",
+            "Ana",
+            ("Ana", "Ana vai se mudar pra Recife no começo do ano!"),
+            "Novidade",
+        ),
+        ("Beleza, a Carol mora em Niterói.", "Ana", ("Carol", "A Carol mora em Niterói."), "Beleza"),
     ],
 )
 def test_a_conversational_opener_is_not_a_name_and_not_part_of_the_fact(
@@ -650,3 +664,15 @@ def test_an_opener_before_a_relative_keeps_the_relation(extract: Extract) -> Non
     output = extract("Sabia que meu irmão Diego começou a trabalhar na Shopify.", speaker="Camila")
     assert "Sabia" not in {entity.name for entity in output.entities}
     assert ("Diego", "works_at", "Shopify") in _relations(output)
+
+
+@pytest.mark.parametrize(
+    ("message", "text"),
+    [
+        ("Vou me mudar para Lisboa.", "Rafael vai se mudar para Lisboa."),
+        ("Quero me casar com a Ana.", "Rafael quer se casar com a Ana."),
+        ("Eu acho que ela me ama.", "Rafael acha que ela ama Rafael."),
+    ],
+)
+def test_me_after_the_speakers_own_verb_is_reflexive(extract: Extract, message: str, text: str) -> None:
+    assert _only_fact(extract(message)).text == text
