@@ -10,7 +10,9 @@ compare cluster embeddings) and emotional trends (which aggregate the emotions c
 tags) run daily after them, and memify daily at 03:00. Each entry sends
 ``maintenance.fan_out(job)``, which queues one run per agent with new events since that job's
 last successful run for it (none for idle agents). ``ARANDU_MAINTENANCE_CADENCES`` (JSON,
-seconds) replaces a job's time of day with a plain interval.
+seconds) replaces a job's time of day with a plain interval. Every 15 minutes the agent indexer
+builds the own vector and keyword indexes of agents that grew past
+``ARANDU_RETRIEVAL_AGENT_INDEX_MIN_FACTS`` (none when it is 0).
 """
 
 from __future__ import annotations
@@ -58,6 +60,14 @@ PIPELINE_SWEEPER: dict[str, Any] = {
 }
 
 
+AGENT_INDEXER: dict[str, Any] = {
+    # Builds large agents' own indexes before their first search needs them (after an import).
+    "task": "maintenance.index_large_agents",
+    "schedule": 900.0,
+    "options": {"queue": "maintenance", "expires": 600},
+}
+
+
 def maintenance_entry(job: str, schedule: crontab | float, period_s: float) -> dict[str, Any]:
     """The Beat entry of ``job``: its fan-out, expiring within half a period.
 
@@ -82,6 +92,8 @@ def build_beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
             f"valid jobs: {', '.join(JOB_NAMES)}"
         )
     schedule: dict[str, dict[str, Any]] = {"pipeline-sweeper": PIPELINE_SWEEPER}
+    if settings.retrieval_agent_index_min_facts > 0:
+        schedule["agent-indexer"] = AGENT_INDEXER
     for job in JOB_NAMES:
         override = settings.maintenance_cadences.get(job)
         if override is not None:

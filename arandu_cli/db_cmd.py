@@ -12,7 +12,7 @@ from arandu_cli.output import console, emit_json, fail
 from arandu_cli.target import load_cli_settings
 from memory_core.db.engine import create_db_engine
 from memory_core.db.migrate import DatabaseSchemaError, check_schema, current_revision, head_revision, upgrade
-from memory_core.read.agent_index import agents_needing_index, build_agent_index
+from memory_core.read.agent_index import BuildOutcome, agents_needing_index, index_large_agents
 
 db = typer.Typer(
     help="The database schema: apply migrations, check, show the revision, build large agents' indexes.",
@@ -105,28 +105,28 @@ def index_agents_command(
         )
     engine = create_db_engine(settings, pool_size=1)
     built: list[dict[str, object]] = []
-    try:
-        with Session(bind=engine) as session:
-            needing = agents_needing_index(session, threshold)
+
+    def report(position: int, agent_id: str, facts: int, outcome: BuildOutcome) -> None:
+        built.append(
+            {
+                "agent_id": agent_id,
+                "facts": facts,
+                "built": outcome.created,
+                "reason": outcome.reason,
+                "seconds": round(outcome.seconds, 2),
+            }
+        )
         if not as_json:
-            console.print(f"{len(needing)} agents with at least {threshold:,} facts need indexes", markup=False)
-        for position, (agent_id, facts) in enumerate(needing, start=1):
-            outcome = build_agent_index(engine, agent_id)
-            built.append(
-                {
-                    "agent_id": agent_id,
-                    "facts": facts,
-                    "built": outcome.created,
-                    "reason": outcome.reason,
-                    "seconds": round(outcome.seconds, 2),
-                }
+            console.print(
+                f"[{position}] {agent_id} ({facts:,} facts): {outcome.reason} in {outcome.seconds:.1f} s", markup=False
             )
-            if not as_json:
-                console.print(
-                    f"[{position}/{len(needing)}] {agent_id} ({facts:,} facts): {outcome.reason} "
-                    f"in {outcome.seconds:.1f} s",
-                    markup=False,
-                )
+
+    try:
+        if not as_json:
+            with Session(bind=engine) as session:
+                count = len(agents_needing_index(session, threshold))
+            console.print(f"{count} agents with at least {threshold:,} facts need indexes", markup=False)
+        index_large_agents(engine, threshold, on_built=report)
     except Exception as error:  # connection refused, a failed build: say it without a traceback
         if as_json:
             emit_json({"min_facts": threshold, "agents": built, "error": f"{type(error).__name__}: {error}"})

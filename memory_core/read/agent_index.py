@@ -55,6 +55,7 @@ __all__ = [
     "AGENT_TEXT_INDEX_PREFIX",
     "AgentIndexes",
     "BuildOutcome",
+    "IndexPass",
     "agent_index_name",
     "agent_indexes",
     "agent_literal",
@@ -63,6 +64,7 @@ __all__ = [
     "build_agent_index",
     "database_key",
     "drop_agent_index",
+    "index_large_agents",
 ]
 
 logger = logging.getLogger(__name__)
@@ -260,6 +262,46 @@ def agents_needing_index(session: Session, min_facts: int) -> list[tuple[str, in
         {"min": min_facts},
     ).all()
     return [(str(row.agent_id), int(row.facts)) for row in rows if not _has_agent_indexes(session, str(row.agent_id))]
+
+
+@dataclass
+class IndexPass:
+    """What :func:`index_large_agents` did: the agents it found lacking indexes, and what it built."""
+
+    min_facts: int
+    needing: list[tuple[str, int]]
+    outcomes: list[tuple[str, int, BuildOutcome]]
+
+    @property
+    def left(self) -> int:
+        """Agents still lacking indexes because the pass ran out of time (the next pass takes them)."""
+        return len(self.needing) - len(self.outcomes)
+
+
+def index_large_agents(
+    engine: Engine,
+    min_facts: int,
+    *,
+    budget_s: float | None = None,
+    on_built: Callable[[int, str, int, BuildOutcome], None] | None = None,
+) -> IndexPass:
+    """Build the indexes of every agent with at least ``min_facts`` facts that lacks them, largest first.
+
+    Stops starting builds once ``budget_s`` has passed (a build already started finishes);
+    ``on_built(position, agent_id, facts, outcome)`` reports each one as it ends.
+    """
+    started = time.monotonic()
+    with Session(bind=engine) as session:
+        needing = agents_needing_index(session, min_facts)
+    done = IndexPass(min_facts, needing, [])
+    for position, (agent_id, facts) in enumerate(needing, start=1):
+        if budget_s is not None and time.monotonic() - started >= budget_s:
+            break
+        outcome = build_agent_index(engine, agent_id)
+        done.outcomes.append((agent_id, facts, outcome))
+        if on_built is not None:
+            on_built(position, agent_id, facts, outcome)
+    return done
 
 
 class AgentIndexes:

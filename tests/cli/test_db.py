@@ -61,7 +61,7 @@ def test_db_index_agents_builds_the_large_agents_indexes_once(services: TestServ
         first = _db(["index-agents", "--min-facts", "20"], url, dimensions=8)
         assert first.exit_code == 0, first.output
         assert "1 agents with at least 20 facts" in first.stdout
-        assert "big-one (40 facts): built (vector and keyword)" in first.stdout
+        assert "[1] big-one (40 facts): built (vector and keyword)" in first.stdout
         with engine.connect() as connection:
             predicates = connection.execute(
                 text(

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from celery.beat import PersistentScheduler
 from celery.schedules import crontab
+from sqlalchemy import text
 
 from beat_schedule import build_beat_schedule
 from memory_core.maintenance.registry import JOB_NAMES
@@ -126,5 +127,40 @@ def test_fan_out_queues_one_run_per_agent_with_new_events_and_none_for_idle_agen
             assert [len(runs.of(agent, "importance")) for agent in (first, second, late)] == [2, 1, 1]
             # One context per worker process, built on first use and reused by every task.
             assert factory.calls == 1
+    finally:
+        runs.close()
+
+
+def test_beat_builds_large_agents_indexes_before_their_first_search(services: TestServices, tmp_path: Path) -> None:
+    settings = jobs_settings(services, tmp_path).model_copy(update={"retrieval_agent_index_min_facts": 4})
+    entry = build_beat_schedule(settings)["agent-indexer"]
+    assert (entry["task"], entry["options"]["queue"]) == ("maintenance.index_large_agents", "maintenance")
+    assert "agent-indexer" not in build_beat_schedule(
+        settings.model_copy(update={"retrieval_agent_index_min_facts": 0})
+    )
+    large, small = new_agent("large"), new_agent("small")
+    remember(settings, large, [f"Marina lives in city number {n}." for n in range(6)] + ["Marina works at Acme."])
+    remember(settings, small, ["Marina works at Vertix."])
+    runs = JobRuns(settings.database_url)
+
+    def agent_indexes() -> list[str]:
+        with runs.engine.connect() as connection:
+            return sorted(
+                connection.execute(
+                    text(
+                        "SELECT pg_get_expr(i.indpred, i.indrelid) FROM pg_index i "
+                        "WHERE i.indrelid = 'memory_facts'::regclass AND i.indisvalid "
+                        "AND pg_get_expr(i.indpred, i.indrelid) LIKE '(agent_id%'"
+                    )
+                ).scalars()
+            )
+
+    try:
+        assert agent_indexes() == []
+        with maintenance_app(settings) as (app, _), running_worker(app, concurrency=1, queues=("maintenance",)):
+            app.signature(entry["task"]).apply_async(**entry["options"])
+            # Both of the large agent's indexes (vector and keyword), none for the small one.
+            runs.wait(lambda: len(agent_indexes()) == 2, "the large agent's indexes", timeout_s=120)
+        assert agent_indexes() == [f"(agent_id = '{large}'::text)"] * 2
     finally:
         runs.close()

@@ -32,12 +32,17 @@ from memory_core.maintenance.runs import (
     request_runs,
     skip_queued_run,
 )
+from memory_core.read.agent_index import index_large_agents
 from memory_core.settings import Settings
 from workers.maintenance_context import get_maintenance_context
 
 logger = logging.getLogger("arandu.maintenance")
 
 FAN_OUT_TASK = "maintenance.fan_out"
+INDEX_TASK = "maintenance.index_large_agents"
+# A pass starts no new index build after this long (the next pass goes on); one build of a very
+# large agent may run past it, up to the task's soft limit.
+INDEX_BUDGET_S = 600.0
 # After its hard limit a run's child is dead for sure; this much later its guard is released.
 GUARD_GRACE_S = 60.0
 
@@ -63,6 +68,8 @@ TIME_LIMITS: dict[str, TimeLimits] = {
     "emotional_trends": TimeLimits(soft=300, hard=360),
 }
 assert set(TIME_LIMITS) == set(JOB_NAMES), "every job needs time limits"
+# An index build interrupted at the soft limit leaves an invalid index, dropped by the next build.
+INDEX_LIMITS = TimeLimits(soft=1800, hard=1860)
 
 
 def task_name(job: str) -> str:
@@ -189,7 +196,7 @@ def _define_job_task(app: Celery, job: str) -> None:
 
 
 def register_maintenance_tasks(app: Celery) -> None:
-    """Define ``maintenance.<job>`` for every job and ``maintenance.fan_out`` on ``app``."""
+    """Define ``maintenance.<job>`` for every job, ``maintenance.fan_out`` and the agent indexer on ``app``."""
     for job in JOB_NAMES:
         _define_job_task(app, job)
 
@@ -199,6 +206,36 @@ def register_maintenance_tasks(app: Celery) -> None:
         if job not in JOB_NAMES:
             raise ValueError(f"unknown job {job!r}; valid jobs: {', '.join(JOB_NAMES)}")
         return _fan_out(self, job)
+
+    @app.task(
+        name=INDEX_TASK,
+        bind=True,
+        shared=False,
+        max_retries=0,
+        soft_time_limit=INDEX_LIMITS.soft,
+        time_limit=INDEX_LIMITS.hard,
+    )
+    def index_agents(self: Task) -> dict[str, Any]:
+        """Build the own vector and keyword indexes of the agents past the threshold that lack them.
+
+        Otherwise a large agent gets them only after its first search (searched exactly, slowly,
+        meanwhile): after a bulk import, that first search is a user's.
+        """
+        context = get_maintenance_context(self.app)
+        threshold = context.settings.retrieval_agent_index_min_facts
+        if threshold <= 0:
+            return {"min_facts": 0, "agents": [], "left": 0}
+        done = index_large_agents(context.engine, threshold, budget_s=INDEX_BUDGET_S)
+        for agent_id, facts, outcome in done.outcomes:
+            logger.info("agent %s (%d facts): %s in %.1f s", agent_id, facts, outcome.reason, outcome.seconds)
+        return {
+            "min_facts": threshold,
+            "agents": [
+                {"agent_id": agent_id, "facts": facts, "built": outcome.created, "reason": outcome.reason}
+                for agent_id, facts, outcome in done.outcomes
+            ],
+            "left": done.left,
+        }
 
 
 def _on_revoked(sender: Any = None, request: Any = None, expired: bool = False, **_: Any) -> None:
