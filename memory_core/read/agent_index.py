@@ -53,6 +53,7 @@ __all__ = [
     "AGENT_INDEX_M",
     "AGENT_INDEX_PREFIX",
     "AGENT_TEXT_INDEX_PREFIX",
+    "BUSY_REASON",
     "AgentIndexes",
     "BuildOutcome",
     "IndexPass",
@@ -90,6 +91,13 @@ _ABSENT_TTL_S = 15.0
 _RETRY_AFTER_S = 600.0
 # Advisory lock namespace of the builds (two int4 keys: this and a hash of the agent).
 _LOCK_NAMESPACE = 0x0A1D
+# One index build at a time per database: two CREATE INDEX CONCURRENTLY on memory_facts each wait
+# for the other's transaction, and PostgreSQL ends that deadlock by failing one of them.
+_BUILD_SLOT_NAMESPACE = 0x0A1E
+_BUILD_SLOT_KEY = 0
+BUSY_REASON = "another index build is running (one at a time per database)"
+# A build refused for that reason is asked again this much later (a failed one after _RETRY_AFTER_S).
+_BUSY_RETRY_S = 60.0
 
 
 def agent_index_name(agent_id: str) -> str:
@@ -187,11 +195,15 @@ def _agent_index_names(agent_id: str) -> tuple[str, str]:
     return agent_index_name(agent_id), agent_text_index_name(agent_id)
 
 
-def build_agent_index(engine: Engine, agent_id: str, *, maintenance_work_mem: str | None = None) -> BuildOutcome:
+def build_agent_index(
+    engine: Engine, agent_id: str, *, maintenance_work_mem: str | None = None, wait_for_slot: bool = False
+) -> BuildOutcome:
     """Create ``agent_id``'s partial HNSW and GIN indexes concurrently, unless they exist or another builds them.
 
     Runs outside any transaction (``CREATE INDEX CONCURRENTLY`` needs that) on a connection of
     its own; takes as long as the builds (seconds for 10,000 facts, about a minute for 100,000).
+    One build runs at a time per database: with ``wait_for_slot`` this one waits for the others
+    (background maintenance), otherwise it gives up at once with :data:`BUSY_REASON`.
     """
     name = agent_index_name(agent_id)
     started = time.monotonic()
@@ -204,30 +216,50 @@ def build_agent_index(engine: Engine, agent_id: str, *, maintenance_work_mem: st
         if not locked:
             return BuildOutcome(agent_id, name, False, time.monotonic() - started, "another process is building it")
         try:
-            missing: list[tuple[str, str]] = []
+            missing: list[tuple[str, str, bool]] = []
             for index_name, statement in _agent_index_statements(agent_id):
                 state = _index_state(connection, index_name)
-                if state:
-                    continue
-                if state is False:
-                    connection.execute(text(f'DROP INDEX CONCURRENTLY IF EXISTS "{index_name}"'))
-                missing.append((index_name, statement))
+                if not state:
+                    missing.append((index_name, statement, state is False))
             if not missing:
                 return BuildOutcome(agent_id, name, False, time.monotonic() - started, "exists")
-            current = str(connection.execute(text("SHOW maintenance_work_mem")).scalar())
-            connection.execute(text("SELECT set_config('maintenance_work_mem', :value, false)"), {"value": memory})
+            if not _take_build_slot(connection, wait=wait_for_slot):
+                return BuildOutcome(agent_id, name, False, time.monotonic() - started, BUSY_REASON)
             try:
-                for _, statement in missing:
-                    connection.execute(text(statement))
+                _build_missing(connection, agent_id, missing, memory)
             finally:
-                connection.execute(text("SELECT set_config('maintenance_work_mem', :value, false)"), {"value": current})
-            # The agent's first-version index, if any, only costs writes now.
-            connection.execute(text(f'DROP INDEX CONCURRENTLY IF EXISTS "{_legacy_index_name(agent_id)}"'))
+                connection.execute(
+                    text("SELECT pg_advisory_unlock(:ns, :key)"), {"ns": _BUILD_SLOT_NAMESPACE, "key": _BUILD_SLOT_KEY}
+                )
         finally:
             connection.execute(text("SELECT pg_advisory_unlock(:ns, :key)"), {"ns": _LOCK_NAMESPACE, "key": key})
     agent_indexes.forget(engine, agent_id)
-    built = " and ".join("vector" if index_name == name else "keyword" for index_name, _ in missing)
+    built = " and ".join("vector" if index_name == name else "keyword" for index_name, _, _ in missing)
     return BuildOutcome(agent_id, name, True, time.monotonic() - started, f"built ({built})")
+
+
+def _take_build_slot(connection: Connection, *, wait: bool) -> bool:
+    function = "pg_advisory_lock" if wait else "pg_try_advisory_lock"
+    taken = connection.execute(
+        text(f"SELECT {function}(:ns, :key)"), {"ns": _BUILD_SLOT_NAMESPACE, "key": _BUILD_SLOT_KEY}
+    ).scalar()
+    return taken is not False  # pg_advisory_lock returns void (None) once it holds the lock
+
+
+def _build_missing(connection: Connection, agent_id: str, missing: list[tuple[str, str, bool]], memory: str) -> None:
+    """Drop the invalid leftovers of failed builds, then create what is missing (the build slot held)."""
+    for index_name, _, invalid in missing:
+        if invalid:
+            connection.execute(text(f'DROP INDEX CONCURRENTLY IF EXISTS "{index_name}"'))
+    current = str(connection.execute(text("SHOW maintenance_work_mem")).scalar())
+    connection.execute(text("SELECT set_config('maintenance_work_mem', :value, false)"), {"value": memory})
+    try:
+        for _, statement, _ in missing:
+            connection.execute(text(statement))
+    finally:
+        connection.execute(text("SELECT set_config('maintenance_work_mem', :value, false)"), {"value": current})
+    # The agent's first-version index, if any, only costs writes now.
+    connection.execute(text(f'DROP INDEX CONCURRENTLY IF EXISTS "{_legacy_index_name(agent_id)}"'))
 
 
 def drop_agent_index(engine: Engine, agent_id: str) -> bool:
@@ -287,8 +319,10 @@ def index_large_agents(
 ) -> IndexPass:
     """Build the indexes of every agent with at least ``min_facts`` facts that lacks them, largest first.
 
-    Stops starting builds once ``budget_s`` has passed (a build already started finishes);
-    ``on_built(position, agent_id, facts, outcome)`` reports each one as it ends.
+    Stops starting builds once ``budget_s`` has passed (a build already started finishes); waits
+    for a build another process runs; a failed build is reported (its reason starts with
+    ``failed:``) and the pass goes on. ``on_built(position, agent_id, facts, outcome)`` reports
+    each one as it ends.
     """
     started = time.monotonic()
     with Session(bind=engine) as session:
@@ -297,7 +331,13 @@ def index_large_agents(
     for position, (agent_id, facts) in enumerate(needing, start=1):
         if budget_s is not None and time.monotonic() - started >= budget_s:
             break
-        outcome = build_agent_index(engine, agent_id)
+        begun = time.monotonic()
+        try:
+            outcome = build_agent_index(engine, agent_id, wait_for_slot=True)
+        except Exception as error:  # one agent's failed build must not stop the others'
+            logger.warning("could not build the search indexes of agent %s", agent_id, exc_info=True)
+            reason = f"failed: {type(error).__name__}: {error}"
+            outcome = BuildOutcome(agent_id, agent_index_name(agent_id), False, time.monotonic() - begun, reason)
         done.outcomes.append((agent_id, facts, outcome))
         if on_built is not None:
             on_built(position, agent_id, facts, outcome)
@@ -365,6 +405,9 @@ class AgentIndexes:
                     outcome.seconds,
                     outcome.index_name,
                 )
+                if outcome.reason == BUSY_REASON:
+                    with self._lock:  # asked again after _BUSY_RETRY_S, not _RETRY_AFTER_S
+                        self._failed[key] = time.monotonic() - _RETRY_AFTER_S + _BUSY_RETRY_S
                 if on_done is not None:
                     on_done(outcome)
             except Exception:  # a failed build leaves the exact search in place; retried later

@@ -23,7 +23,10 @@ from sqlalchemy.exc import DBAPIError
 
 from memory_core.config import MemoryConfig
 from memory_core.db.migrate import upgrade
+from memory_core.read import agent_index as agent_index_module
 from memory_core.read.agent_index import (
+    BUSY_REASON,
+    BuildOutcome,
     agent_index_name,
     agent_indexes,
     agent_text_index_name,
@@ -545,3 +548,29 @@ def test_side_reads_never_wait_for_a_connection_and_report_their_errors(table: T
     finally:
         release.set()
         side.close()
+
+
+def test_one_index_build_at_a_time_and_maintenance_waits_its_turn(table: Table) -> None:
+    # Two CREATE INDEX CONCURRENTLY on one table wait for each other; PostgreSQL fails one of
+    # them as a deadlock. So builds take turns: a search's build gives up, maintenance waits.
+    drop_agent_index(table.ctx.engine, GROWING)
+    holder = table.ctx.engine.execution_options(isolation_level="AUTOCOMMIT").connect()
+    try:
+        holder.execute(text("SELECT pg_advisory_lock(:ns, 0)"), {"ns": agent_index_module._BUILD_SLOT_NAMESPACE})
+        refused = build_agent_index(table.ctx.engine, GROWING)
+        assert (refused.created, refused.reason) == (False, BUSY_REASON)
+        assert not _index_exists(table.ctx, GROWING)
+
+        built: list[BuildOutcome] = []
+        waiting = threading.Thread(
+            target=lambda: built.append(build_agent_index(table.ctx.engine, GROWING, wait_for_slot=True))
+        )
+        waiting.start()
+        time.sleep(0.5)
+        assert built == []  # still waiting for the slot
+        holder.execute(text("SELECT pg_advisory_unlock(:ns, 0)"), {"ns": agent_index_module._BUILD_SLOT_NAMESPACE})
+        waiting.join(timeout=120)
+        assert [outcome.created for outcome in built] == [True]
+        assert _index_exists(table.ctx, GROWING)
+    finally:
+        holder.close()
