@@ -5,14 +5,13 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from sqlalchemy.orm import Session
 
 from arandu_cli.exit_codes import ExitCode
 from arandu_cli.output import console, emit_json, fail
 from arandu_cli.target import load_cli_settings
 from memory_core.db.engine import create_db_engine
 from memory_core.db.migrate import DatabaseSchemaError, check_schema, current_revision, head_revision, upgrade
-from memory_core.read.agent_index import BuildOutcome, agents_needing_index, index_large_agents
+from memory_core.read.agent_index import BuildOutcome, index_large_agents
 
 db = typer.Typer(
     help="The database schema: apply migrations, check, show the revision, build large agents' indexes.",
@@ -121,12 +120,12 @@ def index_agents_command(
                 f"[{position}] {agent_id} ({facts:,} facts): {outcome.reason} in {outcome.seconds:.1f} s", markup=False
             )
 
-    try:
+    def announce(needing: list[tuple[str, int]]) -> None:
         if not as_json:
-            with Session(bind=engine) as session:
-                count = len(agents_needing_index(session, threshold))
-            console.print(f"{count} agents with at least {threshold:,} facts need indexes", markup=False)
-        index_large_agents(engine, threshold, on_built=report)
+            console.print(f"{len(needing)} agents with at least {threshold:,} facts need indexes", markup=False)
+
+    try:
+        index_large_agents(engine, threshold, on_listed=announce, on_built=report)
     except Exception as error:  # connection refused, a failed build: say it without a traceback
         if as_json:
             emit_json({"min_facts": threshold, "agents": built, "error": f"{type(error).__name__}: {error}"})

@@ -315,18 +315,21 @@ def index_large_agents(
     min_facts: int,
     *,
     budget_s: float | None = None,
+    on_listed: Callable[[list[tuple[str, int]]], None] | None = None,
     on_built: Callable[[int, str, int, BuildOutcome], None] | None = None,
 ) -> IndexPass:
     """Build the indexes of every agent with at least ``min_facts`` facts that lacks them, largest first.
 
     Stops starting builds once ``budget_s`` has passed (a build already started finishes); waits
     for a build another process runs; a failed build is reported (its reason starts with
-    ``failed:``) and the pass goes on. ``on_built(position, agent_id, facts, outcome)`` reports
-    each one as it ends.
+    ``failed:``) and the pass goes on. ``on_listed(needing)`` hears which agents the pass found,
+    ``on_built(position, agent_id, facts, outcome)`` each build as it ends.
     """
     started = time.monotonic()
     with Session(bind=engine) as session:
         needing = agents_needing_index(session, min_facts)
+    if on_listed is not None:
+        on_listed(needing)
     done = IndexPass(min_facts, needing, [])
     for position, (agent_id, facts) in enumerate(needing, start=1):
         if budget_s is not None and time.monotonic() - started >= budget_s:
@@ -352,7 +355,8 @@ class AgentIndexes:
         # Keyed by (database, agent): one process may serve several databases (tests do).
         self._known: dict[tuple[str, str], tuple[float, bool]] = {}
         self._building: set[tuple[str, str]] = set()
-        self._failed: dict[tuple[str, str], float] = {}
+        # Agents whose last build failed or was refused, and when to ask again (monotonic time).
+        self._retry_at: dict[tuple[str, str], float] = {}
 
     def has_index(self, session: Session, agent_id: str) -> bool:
         """True when ``agent_id``'s partial indexes exist and are valid (asked at most every few minutes)."""
@@ -378,7 +382,7 @@ class AgentIndexes:
         """Forget everything (tests)."""
         with self._lock:
             self._known.clear()
-            self._failed.clear()
+            self._retry_at.clear()
 
     def building(self, connectable: Session | Engine, agent_id: str) -> bool:
         """True while this process builds ``agent_id``'s index."""
@@ -391,7 +395,7 @@ class AgentIndexes:
         now = time.monotonic()
         key = (database_key(engine), agent_id)
         with self._lock:
-            if key in self._building or now - self._failed.get(key, -_RETRY_AFTER_S) < _RETRY_AFTER_S:
+            if key in self._building or now < self._retry_at.get(key, now):
                 return False
             self._building.add(key)
 
@@ -406,14 +410,14 @@ class AgentIndexes:
                     outcome.index_name,
                 )
                 if outcome.reason == BUSY_REASON:
-                    with self._lock:  # asked again after _BUSY_RETRY_S, not _RETRY_AFTER_S
-                        self._failed[key] = time.monotonic() - _RETRY_AFTER_S + _BUSY_RETRY_S
+                    with self._lock:
+                        self._retry_at[key] = time.monotonic() + _BUSY_RETRY_S
                 if on_done is not None:
                     on_done(outcome)
             except Exception:  # a failed build leaves the exact search in place; retried later
                 logger.warning("could not build the search indexes of agent %s", agent_id, exc_info=True)
                 with self._lock:
-                    self._failed[key] = time.monotonic()
+                    self._retry_at[key] = time.monotonic() + _RETRY_AFTER_S
             finally:
                 with self._lock:
                     self._building.discard(key)
