@@ -97,7 +97,8 @@ terms AS (
     FROM unnest(CAST(:kw_words AS text[]), CAST(:kw_folded AS text[])) WITH ORDINALITY AS t(word, folded, ord)
 ),
 hits AS (
-    SELECT r.id, t.ord FROM recent r JOIN terms t ON strpos(r.doc, t.word) > 0 OR strpos(r.doc, t.folded) > 0
+    SELECT r.id, t.ord FROM recent r
+    JOIN terms t ON strpos(r.doc, t.word) > 0 OR (t.folded <> t.word AND strpos(r.doc, t.folded) > 0)
 ),
 idf AS (
     SELECT t.ord,
