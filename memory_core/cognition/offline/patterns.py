@@ -969,7 +969,9 @@ PT_AFTER_AMBIGUOUS_VERB = _words(
     "na no nas nos em de do da dos das com para pra pro como desde há ha muito bastante demais todo todos "
     "toda todas aqui lá la sempre remoto remotamente bem mal num numa a o as os um uma pelo pela porque "
     "até ate sozinho sozinha também tambem mais menos ainda hoje amanhã ontem agora meu minha meus minhas "
-    "você voce vocês ele ela isso isto muita muitos muitas pouco tanto"
+    "você voce vocês ele ela isso isto muita muitos muitas pouco tanto "
+    # A clitic right after it: "Preciso me organizar", "Preciso te contar" (an adjective takes none).
+    "me te"
 )
 # -ei words that are not first-person preterites.
 _NOT_PRETERITE = _words("hóquei hoquei jóquei joquei pônei ponei vôlei volei")
