@@ -43,9 +43,9 @@ from sqlalchemy.orm import Session
 
 from memory_core.cognition.maintenance_models import CommunityInput
 from memory_core.config import MemoryConfig
+from memory_core.db.vectors import vector_param
 from memory_core.maintenance.context import MaintenanceContext
 from memory_core.maintenance.union_find import connected_components
-from memory_core.write.repository import vector_literal
 
 __all__ = [
     "CLUSTER_COMMUNITY",
@@ -343,7 +343,7 @@ def _write_cluster_community(
             # How tight the community is: the mean similarity of its similar pairs.
             "confidence": round(min(1.0, max(0.0, sum(inner) / len(inner))), 6) if inner else 0.7,
             "importance": max(clusters[member].importance for member in members),
-            "vec": vector_literal(vector) if vector else None,
+            "vec": vector_param(vector),
             "now": now,
         }
         if plan.taken is None:

@@ -33,8 +33,8 @@ from sqlalchemy import text
 from memory_core.cognition.maintenance_models import ConsolidationInput, EventLine, FactLine, ObservationDraft
 from memory_core.cognition.models import EmotionInput
 from memory_core.config import MemoryConfig
+from memory_core.db.vectors import vector_param
 from memory_core.maintenance.context import MaintenanceContext
-from memory_core.write.repository import vector_literal
 
 __all__ = ["MAX_EVENTS", "MAX_EVIDENCE_IDS", "MAX_FACTS", "MAX_OBSERVATIONS", "MAX_TAGGED_PER_RUN", "run"]
 
@@ -235,7 +235,7 @@ def _store(
                 "title": title,
                 "text": draft.text,
                 "confidence": draft.confidence,
-                "vec": vector_literal(vector) if vector else None,
+                "vec": vector_param(vector),
                 "now": now,
             }
             if found is None:

@@ -33,9 +33,9 @@ from typing import Any
 from sqlalchemy import text
 
 from memory_core.config import MemoryConfig
+from memory_core.db.vectors import vector_param
 from memory_core.maintenance.context import MaintenanceContext
 from memory_core.providers.hashing_embedder import content_words
-from memory_core.write.repository import vector_literal
 
 __all__ = ["DIRECTION_MARGIN", "TREND_TYPE", "TrendSummary", "run", "summarize_trend"]
 
@@ -287,7 +287,7 @@ def run(context: MaintenanceContext, agent_id: str, config: MemoryConfig) -> dic
         "events": "[" + ",".join(f'"{event_id}"' for event_id in summary.supporting_event_ids) + "]",
         "confidence": round(min(1.0, 0.5 + 0.5 * len(events) / (4 * config.emotional_trend_min_events)), 4),
         "importance": 0.6,
-        "vec": vector_literal(vector) if vector else None,
+        "vec": vector_param(vector),
         "now": now,
     }
     with context.sessions.begin() as session:

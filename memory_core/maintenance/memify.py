@@ -58,11 +58,11 @@ from sqlalchemy.orm import Session
 
 from memory_core.cognition.maintenance_models import DistillInput, FactLine
 from memory_core.config import MemoryConfig
+from memory_core.db.vectors import vector_param
 from memory_core.maintenance.context import MaintenanceContext
 from memory_core.maintenance.entity_facts import SkillTally
 from memory_core.maintenance.union_find import connected_components
 from memory_core.providers.hashing_embedder import content_words
-from memory_core.write.repository import vector_literal
 
 __all__ = [
     "DISTILLED_TYPE",
@@ -508,7 +508,7 @@ def _distill(context: MaintenanceContext, agent_id: str) -> dict[str, Any]:
             "facts": _json_ids(group.fact_ids),
             "confidence": DISTILLED_CONFIDENCE,
             "active": bool(body),
-            "vec": vector_literal(vector) if vector else None,
+            "vec": vector_param(vector),
             "now": context.now(),
         }
         with context.sessions.begin() as session:

@@ -57,11 +57,11 @@ from sqlalchemy.orm import Session
 
 from memory_core.config import MemoryConfig
 from memory_core.db.statements import compact_sql
+from memory_core.db.vectors import vector_param
 from memory_core.read.entities import TimeWindow
 from memory_core.read.planner import fold_words, keyword_haystack_sql, match_forms
 from memory_core.read.rank import KEYWORD_BLEND, RankedFact, recency_score, relevance
 from memory_core.read.schemas import RetrievedEvent
-from memory_core.write.repository import vector_literal
 
 __all__ = [
     "EVENT_CANDIDATE_FACTOR",
@@ -198,7 +198,7 @@ def relevant_conversations(
     forms = [match_forms(word) for word in keywords]
     params: dict[str, Any] = {
         "agent": agent_id,
-        "vec": vector_literal(query_vector),
+        "vec": vector_param(query_vector),
         "scan": config.event_max_scan,
         # The fact keyword signal's match: the word, as written or accent-folded, at the start of
         # a word of the lower-cased text (strpos over a few hundred short messages costs far less

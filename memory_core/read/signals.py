@@ -48,13 +48,13 @@ from sqlalchemy.orm import Session
 from memory_core.config import MemoryConfig
 from memory_core.db.statements import compact_sql
 from memory_core.db.statements import sql as sql_text
+from memory_core.db.vectors import vector_param
 from memory_core.read.agent_index import agent_indexes, agent_literal, database_key
 from memory_core.read.entities import TimeWindow, fact_validity_sql, window_params
 from memory_core.read.planner import fold_words, keyword_haystack_sql, match_forms
 from memory_core.read.rank import AGGREGATION_KEYWORD_SCORE, Candidate, graph_score, merge_candidates
 from memory_core.read.side_reads import SideSubmit
 from memory_core.read.term_stats import estimated_share, term_stats
-from memory_core.write.repository import vector_literal
 
 __all__ = [
     "AGENT_COUNT_TTL_SEC",
@@ -344,8 +344,8 @@ broad AS (
 # this order (it reads them by position).
 # Ids come back as text: they are used as strings, and a uuid.UUID made and formatted for each of
 # a retrieve's few hundred rows and three id columns cost ~0.5 ms of the API's CPU.
-FACT_COLUMNS = """CAST(f.id AS text), f.entity_key, f.entity_name, f.entity_type, f.attribute_key, f.fact_text, f.speaker,
-       f.confidence, f.importance, f.valid_from, f.valid_to, f.created_at, f.reinforcement_count,
+FACT_COLUMNS = """CAST(f.id AS text), f.entity_key, f.entity_name, f.entity_type, f.attribute_key, f.fact_text,
+       f.speaker, f.confidence, f.importance, f.valid_from, f.valid_to, f.created_at, f.reinforcement_count,
        f.last_confirmed_at, COALESCE(u.times_retrieved, 0), u.last_retrieved_at, f.user_correction_count,
        CAST(f.cluster_id AS text), CAST(f.source_event_id AS text), ev.message_id,
        (SELECT me.importance_score FROM memory_entities me
@@ -463,7 +463,7 @@ def _statement(request: SignalRequest, strategy: VectorStrategy | None) -> tuple
         "in_broad": "false",
     }
     if request.query_vector is not None:
-        params["vec"] = vector_literal(request.query_vector)
+        params["vec"] = vector_param(request.query_vector)
         columns["similarity"] = "1 - (f.embedding_vec <=> CAST(:vec AS vector))"
     if request.query_vector is not None and strategy is not None:
         params["sem_limit"] = sem_limit

@@ -36,12 +36,12 @@ from sqlalchemy.orm import Session
 
 from memory_core.config import MemoryConfig
 from memory_core.db.statements import compact_sql
+from memory_core.db.vectors import vector_param
 from memory_core.read.compress import ClusterInfo, ContextPattern
 from memory_core.read.entities import TimeWindow, fact_validity_sql, window_params
 from memory_core.read.focus import MIN_SPECIFICITY, specificity
 from memory_core.read.rank import Candidate, compute_dynamic_importance
 from memory_core.read.signals import ELIGIBLE_CTE, FACT_COLUMNS, USAGE_JOIN, base_candidate, fact_filter_sql
-from memory_core.write.repository import vector_literal
 
 __all__ = [
     "SPREADING_SEED_FACTS",
@@ -259,7 +259,7 @@ def spread_activation(
     fact_filter = fact_filter_sql(window, session_filter=session_id is not None, entity_filter=filter_keys is not None)
     similarity = "NULL::float8"
     if query_vector is not None:
-        params["vec"] = vector_literal(query_vector)
+        params["vec"] = vector_param(query_vector)
         similarity = "1 - (f.embedding_vec <=> CAST(:vec AS vector))"
     sql = (
         "WITH "
@@ -374,7 +374,7 @@ def context_extras(
     }
     similarity, similar = "CAST(NULL AS float8)", "false"
     if query_vector is not None:
-        params["vec"] = vector_literal(query_vector)
+        params["vec"] = vector_param(query_vector)
         params["min_similarity"] = config.min_similarity
         similarity = "1 - (m.embedding_vec <=> CAST(:vec AS vector))"
         similar = "(m.embedding_vec IS NOT NULL AND 1 - (m.embedding_vec <=> CAST(:vec AS vector)) >= :min_similarity)"

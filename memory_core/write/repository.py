@@ -15,6 +15,7 @@ from functools import lru_cache
 from sqlalchemy.orm import Session
 
 from memory_core.db.statements import sql
+from memory_core.db.vectors import vector_param
 from memory_core.write.naming import fold, normalize_alias
 
 _TOKEN = re.compile(r"[\w'’-]+")
@@ -271,7 +272,7 @@ def nearest_entities(
             "WHERE agent_id = :agent AND embedding_vec IS NOT NULL "
             "ORDER BY embedding_vec <=> CAST(:vec AS vector) LIMIT :limit"
         ),
-        {"agent": agent_id, "vec": vector_literal(vector), "limit": limit},
+        {"agent": agent_id, "vec": vector_param(vector), "limit": limit},
     ).all()
     return [
         (EntityRow(r.canonical_key, r.display_name, r.entity_type, r.profile_text, r.summary_text), float(r.similarity))
@@ -333,7 +334,7 @@ def closest_active_facts(
             {
                 "agent": agent_id,
                 "key": entity_key,
-                "vec": vector_literal(vector),
+                "vec": vector_param(vector),
                 "limit": limit,
                 "attribute": attribute_key,
             },

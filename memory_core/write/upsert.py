@@ -27,6 +27,7 @@ from sqlalchemy.orm import Session
 from memory_core.cognition.offline.reconciliation import retraction_partner, retracts
 from memory_core.config import MemoryConfig
 from memory_core.db.statements import sql
+from memory_core.db.vectors import vector_param
 from memory_core.write import repository
 from memory_core.write.attribute_keys import ATTRIBUTE_CATALOGUE, is_single_valued
 from memory_core.write.naming import fold, normalize_alias
@@ -273,7 +274,7 @@ class Applier:
                 "valid_to": valid_to,
                 "event": str(self.run.event_id),
                 "supersedes": str(supersedes) if supersedes else None,
-                "vec": repository.vector_literal(decision.embedding) if decision.embedding else None,
+                "vec": vector_param(decision.embedding),
                 "source_context": decision.source_context,
             },
         )
