@@ -156,6 +156,8 @@ _SMALL_TALK_WORDS = _words(
     "love loved that this it's tell me more question let check think about sound tough hang in happy "
     "help anything else on mind congratulations congrats news funny interesting wonderful amazing "
     "fantastic lovely know keep i'll i’ll to for "
+    # reactions to a plan ("That sounds like a great plan!", "So exciting!")
+    "like plan idea fun exciting really "
     # Portuguese
     "oi ola olá opa eai eaí e aí ai tudo bem beleza blz tranquilo tranquila suave obrigado obrigada obg "
     "brigado brigada valeu vlw bom boa dia tarde noite até ate logo mais tchau falou flw sim não nao "
@@ -166,7 +168,9 @@ _SMALL_TALK_WORDS = _words(
     # Portuguese replies that acknowledge without telling anything ("Boa pergunta, deixa eu ver.",
     # "Entendi, vou lembrar disso.", "Parabéns, que notícia ótima!", "Fico feliz em ajudar!")
     "pergunta eu ver vou lembrar disso fico feliz em ajudar alguma coisa parabéns parabens que notícia "
-    "noticia pensar saber adorei amei poxa sinto força forca fase hein interessante ser"
+    "noticia pensar saber adorei amei poxa sinto força forca fase hein interessante ser "
+    # reactions to a plan ("Parece um ótimo plano!", "Que ideia ótima!")
+    "parece um uma plano ideia"
 )
 _SMALL_TALK_PHRASES = frozenset(
     " ".join(fold(phrase).split())

@@ -607,11 +607,30 @@ def test_contractions_and_acronyms(extract: Extract) -> None:
         "Legal, bom saber.",
         "Show, pode ser.",
         "Que fase, hein. Força!",
+        "That sounds like a great plan!",
+        "Sounds like a really fun idea.",
+        "So exciting!",
+        "Parece um ótimo plano!",
+        "Que ideia ótima!",
     ],
 )
 def test_a_reply_that_says_nothing_new_is_not_remembered(extract: Extract, message: str) -> None:
     # An assistant's acknowledgements would otherwise become facts about it ("assistant loves that").
     assert extract(message, speaker="assistant") == ExtractionOutput()
+
+
+@pytest.mark.parametrize(
+    ("message", "fact"),
+    [
+        ("I really like hiking.", ("Rafael", "Rafael really likes hiking.")),
+        ("Ana has a fun idea for her bakery.", ("Ana", "Ana has a fun idea for her bakery.")),
+    ],
+)
+def test_reaction_words_in_a_sentence_that_tells_something_keep_it(
+    extract: Extract, message: str, fact: tuple[str, str]
+) -> None:
+    found = _only_fact(extract(message))
+    assert (found.subject, found.text) == fact
 
 
 @pytest.mark.parametrize(
