@@ -9,6 +9,9 @@ import psycopg._queries
 from sqlalchemy import URL, Engine, create_engine, event, exc
 from sqlalchemy.orm import Session, sessionmaker
 
+# Imported for its side effect, before any engine connects: psycopg connections copy the global
+# adapters when they are made, so a dumper registered after a connection exists is unknown to it.
+from memory_core.db import vectors as _binary_vectors  # noqa: F401
 from memory_core.settings import Settings
 
 # psycopg caches its conversion of a statement's placeholders to ``$n`` (an LRU of 128 texts)
