@@ -13,10 +13,11 @@ How
 :class:`VectorParam` is dumped by a psycopg binary dumper registered on psycopg's global
 adapters when this module is imported; :mod:`memory_core.db.engine` imports it, so it is there
 before any of the service's engines connects (a psycopg connection copies the global adapters
-when it is made and would not see a later registration). The dumper declares no type (OID 0), so the statement must say what the
-parameter is, as every statement here does: ``CAST(:vec AS vector)``, or an INSERT into a
-``vector`` column. That keeps it independent of the ``vector`` type's OID, which differs from
-one database to another (each test database creates the extension anew).
+when it is made and would not see a later registration). The dumper declares no type (OID 0),
+so the statement must say what the parameter is, as every statement here does:
+``CAST(:vec AS vector)``, or an INSERT into a ``vector`` column. That keeps it independent of
+the ``vector`` type's OID, which differs from one database to another (each test database
+creates the extension anew).
 """
 
 from __future__ import annotations
