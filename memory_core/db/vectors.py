@@ -6,12 +6,14 @@ Why not text
 a stage writes or compares several per message: a seventh of an apply worker's Python time in
 a burst) and PostgreSQL's ``vector_in`` parses them back. The binary form is the float32 values
 as they are stored: a header (dimensions, 0) and big-endian floats, made by ``array`` in C and
-read by ``vector_recv`` without parsing.
+read by ``vector_recv`` without parsing. pgvector's own Python package builds it
+(:class:`pgvector.Vector` and its psycopg binary dumper).
 
 How
 ---
-:class:`VectorParam` is dumped by a psycopg binary dumper registered on psycopg's global
-adapters when this module is imported; :mod:`memory_core.db.engine` imports it, so it is there
+pgvector's binary dumper is registered for :class:`~pgvector.Vector` on psycopg's global
+adapters when this module is imported, without the type's OID (``register_vector`` would look it
+up per connection); :mod:`memory_core.db.engine` imports it, so it is there
 before any of the service's engines connects (a psycopg connection copies the global adapters
 when it is made and would not see a later registration). The dumper declares no type (OID 0),
 so the statement must say what the parameter is, as every statement here does:
@@ -22,46 +24,18 @@ creates the extension anew).
 
 from __future__ import annotations
 
-import struct
-import sys
-from array import array
 from collections.abc import Sequence
 
 import psycopg
-from psycopg.adapt import Dumper
-from psycopg.pq import Format
+from pgvector import Vector
+from pgvector.psycopg.vector import VectorBinaryDumper
 
-__all__ = ["VectorParam", "vector_param"]
-
-_HEADER = struct.Struct(">HH")
+__all__ = ["vector_param"]
 
 
-class VectorParam:
-    """A vector as a query parameter: pgvector's binary form, made once."""
-
-    __slots__ = ("dimensions", "payload")
-
-    def __init__(self, values: Sequence[float]) -> None:
-        floats = array("f", values)
-        if sys.byteorder == "little":
-            floats.byteswap()
-        self.dimensions = len(floats)
-        self.payload = _HEADER.pack(len(floats), 0) + floats.tobytes()
-
-    def __repr__(self) -> str:
-        return f"VectorParam({self.dimensions} dimensions)"
+def vector_param(values: Sequence[float] | None) -> Vector | None:
+    """``values`` as a query parameter sent in binary; None (SQL NULL) for None or an empty vector."""
+    return Vector(list(values)) if values else None
 
 
-def vector_param(values: Sequence[float] | None) -> VectorParam | None:
-    """``values`` as a :class:`VectorParam`; None (SQL NULL) for None or an empty vector."""
-    return VectorParam(values) if values else None
-
-
-class _VectorParamDumper(Dumper):
-    format = Format.BINARY
-
-    def dump(self, obj: VectorParam) -> bytes:
-        return obj.payload
-
-
-psycopg.adapters.register_dumper(VectorParam, _VectorParamDumper)
+psycopg.adapters.register_dumper(Vector, VectorBinaryDumper)

@@ -6,10 +6,11 @@ import math
 from array import array
 
 import pytest
+from pgvector import Vector
 from sqlalchemy import text
 
 from memory_core.db.engine import create_db_engine
-from memory_core.db.vectors import VectorParam, vector_param
+from memory_core.db.vectors import vector_param
 from memory_core.settings import Settings
 
 
@@ -59,4 +60,4 @@ def test_distances_to_a_bound_vector_match_the_text_form(settings: Settings) -> 
 def test_no_vector_is_null() -> None:
     assert vector_param(None) is None
     assert vector_param([]) is None
-    assert VectorParam([1.0, 2.0]).dimensions == 2
+    assert vector_param([1.0, 2.0]) == Vector([1.0, 2.0])
