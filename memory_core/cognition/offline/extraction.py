@@ -160,6 +160,9 @@ _PT_CONTRACTIONS: dict[str, dict[str, str]] = {
     "a": {"o": "ao", "a": "à", "os": "aos", "as": "às"},
 }
 _PT_CLITICS = frozenset({"se", "me", "te", "lhe", "nos", "vos"})
+# "é", "era", "foi", "será", "seria", "de" (accent-folded) before "me" + infinitive, after a speaker
+# possessive: "Meu sonho é me casar", "minha ideia de me mudar".
+_PT_COPULAS_BEFORE_INFINITIVE = frozenset({"e", "era", "foi", "sera", "seria", "de"})
 _PT_PRE_VERBAL = frozenset(
     {"nao", "também", "tambem", "ja", "ainda", "nunca", "sempre", "so", "quase", "realmente", "jamais", "se", "me"}
 )
@@ -982,6 +985,7 @@ def _rewrite_pt(s: _Sentence, speaker: str, replace: tuple[int, int] | None, rep
     emitted = False
     touched = False
     speaker_verb = -2  # index of the last verb turned from the speaker's first person
+    possessive_seen = False
     position = 0
     for index, token in enumerate(tokens):
         word = token.group()
@@ -1005,7 +1009,10 @@ def _rewrite_pt(s: _Sentence, speaker: str, replace: tuple[int, int] | None, rep
             touched = True
             # Right after the speaker's own verb it is reflexive: "vou me mudar" -> "vai se mudar".
             reflexive = speaker_verb == index - 1
-            if pending or reflexive or (adjacent and pt_first_to_third(tokens[index + 1].group()) is not None):
+            if possessive_seen and index and folded[index - 1] in _PT_COPULAS_BEFORE_INFINITIVE:
+                # "Meu plano é me mudar": the infinitive's subject is the speaker named by the possessive.
+                out = _case_like(word, "se")
+            elif pending or reflexive or (adjacent and pt_first_to_third(tokens[index + 1].group()) is not None):
                 out = _case_like(word, "se")
                 pending = True
                 if not emitted:
@@ -1023,7 +1030,7 @@ def _rewrite_pt(s: _Sentence, speaker: str, replace: tuple[int, int] | None, rep
             out, touched = verb + " " + ("para " if indirect else "") + speaker, True
         elif low in _PT_POSSESSIVE_ARTICLE:
             out = _pt_possessive(s, index, speaker, pieces=pieces, token_piece=token_piece, after=after, commas=commas)
-            touched = True
+            touched = possessive_seen = True
         elif pending:
             if low in ADVERBS_PT or low in _PT_CLITICS:
                 pass

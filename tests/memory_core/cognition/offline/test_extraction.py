@@ -692,6 +692,8 @@ def test_an_opener_before_a_relative_keeps_the_relation(extract: Extract) -> Non
         ("Quero me casar com a Ana.", "Rafael quer se casar com a Ana."),
         ("Eu acho que ela me ama.", "Rafael acha que ela ama Rafael."),
         ("Preciso me organizar melhor com o trabalho.", "Rafael precisa se organizar melhor com o trabalho."),
+        ("Meu plano é me mudar para Lisboa.", "O plano de Rafael é se mudar para Lisboa."),
+        ("Minha mãe quer me mudar de escola.", "A mãe de Rafael quer mudar Rafael de escola."),
     ],
 )
 def test_me_after_the_speakers_own_verb_is_reflexive(extract: Extract, message: str, text: str) -> None:
