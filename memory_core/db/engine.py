@@ -9,9 +9,9 @@ import psycopg._queries
 from sqlalchemy import URL, Engine, create_engine, event, exc
 from sqlalchemy.orm import Session, sessionmaker
 
-# Imported for its side effect, before any engine connects: psycopg connections copy the global
-# adapters when they are made, so a dumper registered after a connection exists is unknown to it.
-from memory_core.db import vectors as _binary_vectors  # noqa: F401
+# Imported before any engine connects, for its side effect too: psycopg connections copy the
+# global adapters when they are made, so a dumper registered after a connection exists is unknown to it.
+from memory_core.db.vectors import register_vector_type
 from memory_core.settings import Settings
 
 # psycopg caches its conversion of a statement's placeholders to ``$n`` (an LRU of 128 texts)
@@ -59,7 +59,25 @@ def pooled_engine(
     )
     if pre_ping:
         ping_when_idle(engine, PING_AFTER_IDLE_S)
+    register_vector_type_on_checkout(engine)
     return engine
+
+
+_VECTOR_TYPE_KNOWN = "arandu_vector_type_known"
+
+
+def register_vector_type_on_checkout(engine: Engine) -> None:
+    """Each pooled connection learns the ``vector`` type's OID at its first checkout (arrays of vectors need it).
+
+    At checkout, not at connect: a connection made before the migration created the extension
+    asks again at its next checkout instead of staying without it.
+    """
+
+    def register(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
+        if record is not None and not record.info.get(_VECTOR_TYPE_KNOWN):
+            record.info[_VECTOR_TYPE_KNOWN] = register_vector_type(dbapi_connection)
+
+    event.listen(engine, "checkout", register)
 
 
 def ping_when_idle(engine: Engine, idle_s: float) -> None:

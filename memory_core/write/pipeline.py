@@ -12,21 +12,22 @@ from __future__ import annotations
 import functools
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-import orjson
+from pydantic import ValidationError
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from memory_core.db.vectors import vector_array
 from memory_core.write.context import WriteContext
 from memory_core.write.extract import chunk_known_aliases, compute_extraction
-from memory_core.write.reconcile import reconcile_facts
-from memory_core.write.repository import KnownAliases, vector_literal
+from memory_core.write.reconcile import CANDIDATES_PER_FACT, candidate_queries, reconcile_facts
+from memory_core.write.repository import FactRow, KnownAliases, closest_active_facts_many
 from memory_core.write.resolve import resolve_entities, speaker_entity
 from memory_core.write.runs import RunView, StageCompletion, complete_stages, load_runs, relax_durability
 from memory_core.write.schemas import (
@@ -99,9 +100,10 @@ EXPECTED_STATUS: dict[str, str] = {
 
 _UPDATE_EVENTS = text(
     """
-    UPDATE memory_events e SET embedding_vec = CAST(x.vec AS vector), emotion_primary = x.emotion,
+    UPDATE memory_events e SET embedding_vec = x.vec, emotion_primary = x.emotion,
         emotion_intensity = x.intensity, energy_level = x.energy
-    FROM jsonb_to_recordset(CAST(:rows AS jsonb)) AS x(id uuid, vec text, emotion text, intensity float8, energy text)
+    FROM unnest(CAST(:ids AS uuid[]), CAST(:vecs AS vector[]), CAST(:emotions AS text[]),
+                CAST(:intensities AS float8[]), CAST(:energies AS text[])) AS x(id, vec, emotion, intensity, energy)
     WHERE e.id = x.id
     """
 )
@@ -167,7 +169,7 @@ def _compute_extract(
         _stage_completion(run, result.output, started),
         {
             "id": str(run.event_id),
-            "vec": _vector(result.event_embedding),
+            "vec": result.event_embedding,
             "emotion": emotion.emotion if emotion else None,
             "intensity": emotion.intensity if emotion else None,
             "energy": emotion.energy if emotion else None,
@@ -192,21 +194,74 @@ def _compute_resolve(ctx: WriteContext, session: Session, run: RunView) -> _Comp
     return _Computed(_stage_completion(run, output, started))
 
 
-def _compute_reconcile(ctx: WriteContext, session: Session, run: RunView) -> _Computed:
+@dataclass(frozen=True)
+class _ReconcileInput:
+    """A run's extract and resolve outputs as ``reconcile`` reads them, with its facts' candidates once read."""
+
+    extract: ExtractStageOutput
+    resolution: ResolveStageOutput
+    speaker_key: str
+    candidates: list[list[FactRow]] | None = None
+
+
+def _reconcile_input(run: RunView) -> _ReconcileInput:
+    return _ReconcileInput(
+        ExtractStageOutput.model_validate(run.stage_outputs["extract"]),
+        ResolveStageOutput.model_validate(run.stage_outputs["resolve"]),
+        speaker_entity(run.speaker)[0],
+    )
+
+
+def _reconcile_inputs(session: Session, ready: Sequence[RunView]) -> dict[uuid.UUID, _ReconcileInput]:
+    """The chunk's runs' inputs, with every fact's closest active facts read in one statement.
+
+    A run whose outputs do not parse is left out: computing it alone raises the same error,
+    which then fails that run only.
+    """
+    inputs: dict[uuid.UUID, _ReconcileInput] = {}
+    for run in ready:
+        try:
+            inputs[run.event_id] = _reconcile_input(run)
+        except (KeyError, ValidationError):
+            continue
+    agent_of = {run.event_id: run.agent_id for run in ready}
+    queries = {
+        event_id: candidate_queries(
+            agent_of[event_id],
+            item.extract.facts,
+            item.resolution.entities,
+            item.speaker_key,
+        )
+        for event_id, item in inputs.items()
+    }
+    found = iter(
+        closest_active_facts_many(
+            session, [query for per_run in queries.values() for query in per_run], limit=CANDIDATES_PER_FACT
+        )
+    )
+    return {
+        event_id: replace(item, candidates=[next(found) for _ in queries[event_id]])
+        for event_id, item in inputs.items()
+    }
+
+
+def _compute_reconcile(
+    ctx: WriteContext, session: Session, run: RunView, *, prepared: Mapping[uuid.UUID, _ReconcileInput] | None = None
+) -> _Computed:
     started = time.perf_counter()
-    extract = ExtractStageOutput.model_validate(run.stage_outputs["extract"])
-    resolution = ResolveStageOutput.model_validate(run.stage_outputs["resolve"])
+    item = (prepared or {}).get(run.event_id) or _reconcile_input(run)
     cache = SkillCache(ctx.sessions, run.event_id, run.stage_outputs.get("llm_cache") or {})
     output = reconcile_facts(
         ctx,
         session,
         agent_id=run.agent_id,
-        facts=extract.facts,
-        entities=resolution.entities,
-        speaker_key=speaker_entity(run.speaker)[0],
+        facts=item.extract.facts,
+        entities=item.resolution.entities,
+        speaker_key=item.speaker_key,
         occurred_at_iso=run.occurred_at.isoformat(),
         config=ctx.config_for(run.options),
         cache=cache,
+        candidates=item.candidates,
     )
     return _Computed(_stage_completion(run, output, started))
 
@@ -239,6 +294,10 @@ def _compute_all(
             session, [(run.agent_id, run.text) for run in ready], [ctx.config_for(run.options) for run in ready]
         )
         compute = functools.partial(_compute_extract, known_aliases=known)
+    elif stage == "reconcile" and ready:
+        # Every fact's closest active facts, one statement for the chunk (a snapshot, as each
+        # run's own reads would be: nothing is written between them; upsert re-checks).
+        compute = functools.partial(_compute_reconcile, prepared=_reconcile_inputs(session, ready))
 
     def attempt(run: RunView, shared: Session | None) -> _Computed | Exception:
         try:
@@ -289,7 +348,16 @@ def run_stage_chunk(ctx: WriteContext, stage: str, event_ids: Sequence[uuid.UUID
             )
             rows = [item.event_row for item in computed if item.event_row and item.completion.event_id in advanced]
             if rows:
-                session.execute(_UPDATE_EVENTS, {"rows": orjson.dumps(rows).decode()})
+                session.execute(
+                    _UPDATE_EVENTS,
+                    {
+                        "ids": [row["id"] for row in rows],
+                        "vecs": vector_array(row["vec"] for row in rows),
+                        "emotions": [row["emotion"] for row in rows],
+                        "intensities": [None if row["intensity"] is None else float(row["intensity"]) for row in rows],
+                        "energies": [row["energy"] for row in rows],
+                    },
+                )
         for item in computed:
             outcomes[item.completion.event_id] = "completed" if item.completion.event_id in advanced else "skipped"
     return outcomes
@@ -539,10 +607,6 @@ def build_result(
         warnings=warnings,
         pipeline=trace,
     )
-
-
-def _vector(vector: list[float] | None) -> str | None:
-    return vector_literal(vector) if vector else None
 
 
 def dry_run(

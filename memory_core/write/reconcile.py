@@ -55,6 +55,18 @@ def entity_for(subject: str, entities: Sequence[ResolvedEntity], speaker_key: st
     )
 
 
+def candidate_queries(
+    agent_id: str, facts: Sequence[PreparedFact], entities: Sequence[ResolvedEntity], speaker_key: str
+) -> list[repository.ClosestFactsQuery]:
+    """The searches :func:`reconcile_facts` makes for ``facts``, to run beforehand for a whole chunk."""
+    return [
+        repository.ClosestFactsQuery(
+            agent_id, entity_for(fact.subject, entities, speaker_key).canonical_key, fact.embedding, fact.attribute_key
+        )
+        for fact in facts
+    ]
+
+
 def reconcile_facts(
     ctx: WriteContext,
     session: Session,
@@ -66,13 +78,20 @@ def reconcile_facts(
     occurred_at_iso: str,
     config: MemoryConfig,
     cache: SkillCache | None = None,
+    candidates: Sequence[Sequence[repository.FactRow]] | None = None,
 ) -> ReconcileStageOutput:
-    """One decision per fact, in the facts' order."""
+    """One decision per fact, in the facts' order.
+
+    ``candidates``: the results of :func:`candidate_queries` for these facts, when read already
+    (one statement for a chunk's messages); otherwise each fact's are read here.
+    """
     started = time.perf_counter()
     occurred_at = datetime.fromisoformat(occurred_at_iso)
     tokens = TokenCount()
     decisions: list[FactDecision] = []
     skill_calls = 0
+    if candidates is not None and len(candidates) != len(facts):
+        raise ValueError(f"{len(candidates)} candidate lists for {len(facts)} facts")
     for index, fact in enumerate(facts):
         entity = entity_for(fact.subject, entities, speaker_key)
         decision = FactDecision(
@@ -88,19 +107,23 @@ def reconcile_facts(
             # Not copied: upsert takes it from the extract output (decision.index), so the
             # vector is stored once per fact, not once per stage that handles it.
         )
-        candidates = repository.closest_active_facts(
-            session,
-            agent_id,
-            entity.canonical_key,
-            fact.embedding,
-            limit=CANDIDATES_PER_FACT,
-            attribute_key=fact.attribute_key,
+        found = (
+            candidates[index]
+            if candidates is not None
+            else repository.closest_active_facts(
+                session,
+                agent_id,
+                entity.canonical_key,
+                fact.embedding,
+                limit=CANDIDATES_PER_FACT,
+                attribute_key=fact.attribute_key,
+            )
         )
-        decision.candidate_ids = [candidate.fact_id for candidate in candidates]
+        decision.candidate_ids = [candidate.fact_id for candidate in found]
         same_slot = is_single_valued(fact.attribute_key)
         relevant = [
             candidate
-            for candidate in candidates
+            for candidate in found
             if candidate.similarity >= config.reconciliation_similarity_threshold
             or (same_slot and candidate.attribute_key == fact.attribute_key)
         ]

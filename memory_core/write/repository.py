@@ -1,7 +1,8 @@
 """SQL of the write pipeline: the reads stages make outside the lock, and vector helpers.
 
-Every statement is scoped by ``agent_id``. Vectors are bound as pgvector text literals so
-the same statements work for any embedding dimension.
+Every statement is scoped by ``agent_id``. Vectors are bound in pgvector's binary form
+(:mod:`memory_core.db.vectors`); :func:`vector_literal` is their text form, for the places that
+still print one (clustering, tests, benchmarks).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from functools import lru_cache
 from sqlalchemy.orm import Session
 
 from memory_core.db.statements import sql
-from memory_core.db.vectors import vector_param
+from memory_core.db.vectors import vector_array, vector_param
 from memory_core.write.naming import fold, normalize_alias
 
 _TOKEN = re.compile(r"[\w'’-]+")
@@ -290,6 +291,69 @@ class FactRow:
     attribute_key: str | None
     valid_from: datetime
     similarity: float
+
+
+@dataclass(frozen=True)
+class ClosestFactsQuery:
+    """One fact's search for :func:`closest_active_facts_many`: what :func:`closest_active_facts` takes."""
+
+    agent_id: str
+    entity_key: str
+    vector: Sequence[float] | None
+    attribute_key: str | None = None
+
+
+_CLOSEST_MANY = sql(
+    """
+    SELECT w.ord, f.id, f.entity_key, f.fact_text, f.attribute_key, f.valid_from,
+           COALESCE(1 - (f.embedding_vec <=> w.vec), 0.0) AS similarity
+    FROM unnest(CAST(:agents AS text[]), CAST(:keys AS text[]), CAST(:vecs AS vector[]),
+                CAST(:attributes AS text[])) WITH ORDINALITY AS w(agent, entity_key, vec, attribute, ord)
+    CROSS JOIN LATERAL (
+        (SELECT id FROM memory_facts
+         WHERE agent_id = w.agent AND entity_key = w.entity_key AND valid_to IS NULL
+         ORDER BY embedding_vec <=> w.vec LIMIT :limit)
+        UNION
+        SELECT id FROM memory_facts
+        WHERE agent_id = w.agent AND entity_key = w.entity_key AND valid_to IS NULL
+          AND w.attribute IS NOT NULL AND attribute_key = w.attribute
+    ) c
+    JOIN memory_facts f ON f.id = c.id
+    ORDER BY w.ord, similarity DESC, f.id
+    """
+)
+
+
+def closest_active_facts_many(
+    session: Session, queries: Sequence[ClosestFactsQuery], *, limit: int
+) -> list[list[FactRow]]:
+    """:func:`closest_active_facts` for several facts (any agents), in one statement for those with a vector.
+
+    The lists come back in ``queries``' order and are the ones :func:`closest_active_facts`
+    gives for each query on its own.
+    """
+    found: list[list[FactRow]] = [[] for _ in queries]
+    with_vector = [index for index, query in enumerate(queries) if query.vector]
+    for index, query in enumerate(queries):
+        if not query.vector:
+            found[index] = closest_active_facts(session, query.agent_id, query.entity_key, None, limit=limit)
+    if not with_vector:
+        return found
+    rows = session.execute(
+        _CLOSEST_MANY,
+        {
+            "agents": [queries[index].agent_id for index in with_vector],
+            "keys": [queries[index].entity_key for index in with_vector],
+            "vecs": vector_array(queries[index].vector for index in with_vector),
+            "attributes": [queries[index].attribute_key for index in with_vector],
+            "limit": limit,
+        },
+    ).all()
+    for r in rows:
+        found[with_vector[r.ord - 1]].append(
+            FactRow(str(r.id), r.entity_key, r.fact_text, r.attribute_key, r.valid_from, float(r.similarity))
+        )
+    return found
 
 
 def closest_active_facts(

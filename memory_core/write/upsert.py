@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session
 from memory_core.cognition.offline.reconciliation import retraction_partner, retracts
 from memory_core.config import MemoryConfig
 from memory_core.db.statements import sql
-from memory_core.db.vectors import vector_param
+from memory_core.db.vectors import vector_array, vector_param
 from memory_core.write import repository
 from memory_core.write.attribute_keys import ATTRIBUTE_CATALOGUE, is_single_valued
 from memory_core.write.naming import fold, normalize_alias
@@ -121,8 +121,8 @@ _UPSERT_ENTITIES_AND_ALIASES = sql(
     WITH entities AS (
         INSERT INTO memory_entities (agent_id, canonical_key, display_name, entity_type, embedding_vec,
                                      first_seen_at, last_seen_at)
-        SELECT :agent, e.key, e.name, e.type, CAST(e.vec AS vector), :at, :at
-        FROM unnest(CAST(:keys AS text[]), CAST(:names AS text[]), CAST(:types AS text[]), CAST(:vecs AS text[]))
+        SELECT :agent, e.key, e.name, e.type, e.vec, :at, :at
+        FROM unnest(CAST(:keys AS text[]), CAST(:names AS text[]), CAST(:types AS text[]), CAST(:vecs AS vector[]))
              AS e(key, name, type, vec)
         ON CONFLICT (agent_id, canonical_key) DO UPDATE SET
             first_seen_at = LEAST(memory_entities.first_seen_at, EXCLUDED.first_seen_at),
@@ -203,7 +203,7 @@ class Applier:
                 "keys": [e.canonical_key for e in unique],
                 "names": [e.display_name[:256] for e in unique],
                 "types": [e.entity_type[:64] for e in unique],
-                "vecs": [repository.vector_literal(e.embedding) if e.embedding else None for e in unique],
+                "vecs": vector_array(e.embedding for e in unique),
                 "aliases": [alias for alias, _, _ in aliases],
                 "alias_keys": [key for _, key, _ in aliases],
                 "alias_types": [kind for _, _, kind in aliases],

@@ -5,13 +5,15 @@ from __future__ import annotations
 import math
 from array import array
 
+import psycopg
 import pytest
 from pgvector import Vector
 from sqlalchemy import text
 
-from memory_core.db.engine import create_db_engine
-from memory_core.db.vectors import vector_param
+from memory_core.db.engine import create_db_engine, pooled_engine
+from memory_core.db.vectors import vector_array, vector_param
 from memory_core.settings import Settings
+from tests.support.services import TestServices
 
 
 def test_a_bound_vector_is_stored_as_its_float32_values(settings: Settings) -> None:
@@ -61,3 +63,50 @@ def test_no_vector_is_null() -> None:
     assert vector_param(None) is None
     assert vector_param([]) is None
     assert vector_param([1.0, 2.0]) == Vector([1.0, 2.0])
+
+
+def test_an_array_of_vectors_is_sent_in_binary_with_its_nulls(settings: Settings) -> None:
+    vectors: list[list[float] | None] = [[0.5, -1.0, 2.0], None, [], [3.0, 4.0, 0.25]]
+    engine = create_db_engine(settings, pool_size=1)
+    try:
+        with engine.connect() as connection:
+            # Past psycopg's prepare threshold too, as the write stages run their statements.
+            answers = {
+                tuple(
+                    connection.execute(
+                        text(
+                            "SELECT CAST(v AS text) "
+                            "FROM unnest(CAST(:vecs AS vector[])) WITH ORDINALITY AS u(v, n) ORDER BY n"
+                        ),
+                        {"vecs": vector_array(vectors)},
+                    ).scalars()
+                )
+                for _ in range(8)
+            }
+    finally:
+        engine.dispose()
+    assert answers == {("[0.5,-1,2]", None, None, "[3,4,0.25]")}
+
+
+def test_a_connection_made_before_the_extension_learns_the_type_when_it_exists(services: TestServices) -> None:
+    url = services.new_database("arandu_vectortype")
+    libpq = url.replace("postgresql+psycopg://", "postgresql://", 1)
+
+    def run(statement: str) -> None:
+        with psycopg.connect(libpq, autocommit=True) as admin:
+            admin.execute(statement)
+
+    run("DROP EXTENSION vector")
+    engine = pooled_engine(url, pool_size=1, max_overflow=0)
+    try:
+        with engine.connect() as connection:  # made, and first checked out, without the type
+            assert connection.execute(text("SELECT to_regtype('vector')")).scalar() is None
+        run("CREATE EXTENSION vector")
+        # The same pooled connection (a pool of one) asks again at this checkout.
+        with engine.connect() as connection:
+            stored = connection.execute(
+                text("SELECT CAST(CAST(:vecs AS vector[]) AS text)"), {"vecs": vector_array([[1.0, 2.0]])}
+            ).scalar()
+    finally:
+        engine.dispose()
+    assert stored == '{"[1,2]"}'
