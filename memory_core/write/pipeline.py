@@ -202,6 +202,8 @@ class _ReconcileInput:
     resolution: ResolveStageOutput
     speaker_key: str
     candidates: list[list[FactRow]] | None = None
+    # The run's share of the chunk's shared reads, counted in its stage duration.
+    shared_read_s: float = 0.0
 
 
 def _reconcile_input(run: RunView) -> _ReconcileInput:
@@ -218,6 +220,7 @@ def _reconcile_inputs(session: Session, ready: Sequence[RunView]) -> dict[uuid.U
     A run whose outputs do not parse is left out: computing it alone raises the same error,
     which then fails that run only.
     """
+    started = time.perf_counter()
     inputs: dict[uuid.UUID, _ReconcileInput] = {}
     for run in ready:
         try:
@@ -239,8 +242,9 @@ def _reconcile_inputs(session: Session, ready: Sequence[RunView]) -> dict[uuid.U
             session, [query for per_run in queries.values() for query in per_run], limit=CANDIDATES_PER_FACT
         )
     )
+    share = (time.perf_counter() - started) / max(1, len(inputs))
     return {
-        event_id: replace(item, candidates=[next(found) for _ in queries[event_id]])
+        event_id: replace(item, candidates=[next(found) for _ in queries[event_id]], shared_read_s=share)
         for event_id, item in inputs.items()
     }
 
@@ -250,6 +254,7 @@ def _compute_reconcile(
 ) -> _Computed:
     started = time.perf_counter()
     item = (prepared or {}).get(run.event_id) or _reconcile_input(run)
+    started -= item.shared_read_s
     cache = SkillCache(ctx.sessions, run.event_id, run.stage_outputs.get("llm_cache") or {})
     output = reconcile_facts(
         ctx,
