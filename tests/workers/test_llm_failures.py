@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
+from sqlalchemy import text
 
 from memory_core.cognition.llm import build_llm_write_skills
 from memory_core.providers.openai_llm import OpenAIChatProvider
 from memory_core.settings import Settings
 from memory_core.write.context import WriteContext, build_write_context
+from memory_core.write.pipeline import run_extract
 from tests.support.llm_script import LLMBehaviour
 from tests.support.openai_stub import OpenAIStub
 from tests.workers.conftest import WritePath, start_write_path
@@ -82,3 +85,24 @@ def test_rate_limit_storm_retries_then_fails_and_can_be_redriven(llm_path: LLMPa
     assert llm_path.path.wait([event], timeout_s=60) == {event: "done"}
     done = llm_path.path.event(event)
     assert [fact["fact_text"] for fact in done["result"]["facts_added"]] == ["Rafael mora em Lisboa"]
+
+
+def test_a_stage_redone_after_its_answer_was_stored_does_not_ask_the_model_again(llm_path: LLMPath) -> None:
+    event = llm_path.path.post("Eu moro em Lisboa.", "Rafael")
+    assert llm_path.path.wait([event]) == {event: "done"}
+    assert llm_path.behaviour.calls.get("informed") == 1
+    stored = llm_path.path.memory.rows("SELECT llm_cache FROM pipeline_runs WHERE event_id = :e", e=event)
+    answers = stored[0]["llm_cache"]
+    assert answers, "the model's answer is stored with the run"
+    assert all({"output", "tokens"} <= set(answer) for answer in answers.values())
+
+    # As a redelivery after a crash between the model's answer and the stage's completion.
+    with llm_path.path.memory.engine.begin() as connection:
+        connection.execute(text("UPDATE pipeline_runs SET status = 'received' WHERE event_id = :e"), {"e": event})
+    provider = OpenAIChatProvider(api_key="sk-test", model="stub-model", base_url=llm_path.stub.base_url)
+    ctx = build_write_context(llm_path.path.settings, skills=build_llm_write_skills(provider))
+    try:
+        assert run_extract(ctx, uuid.UUID(event)) == "completed"
+    finally:
+        ctx.close()
+    assert llm_path.behaviour.calls.get("informed") == 1
