@@ -35,6 +35,7 @@ connection is first checked out). psycopg sends lists as text unless told otherw
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 from typing import Any
 
 import psycopg
@@ -70,11 +71,15 @@ def register_vector_type(connection: psycopg.Connection[Any]) -> bool:
     if info is None:
         return False
     info.register(connection)
-    connection.adapters.register_dumper(
-        Vector, type("TypedVectorBinaryDumper", (VectorBinaryDumper,), {"oid": info.oid})
-    )
+    connection.adapters.register_dumper(Vector, _typed_dumper(info.oid))
     connection.adapters.register_dumper(VectorArray, ListBinaryDumper)
     return True
+
+
+@lru_cache(maxsize=64)
+def _typed_dumper(oid: int) -> type[VectorBinaryDumper]:
+    """pgvector's binary dumper declaring the type's OID (one class per database's OID, not per connection)."""
+    return type("TypedVectorBinaryDumper", (VectorBinaryDumper,), {"oid": oid})
 
 
 psycopg.adapters.register_dumper(Vector, VectorBinaryDumper)
