@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -333,9 +334,11 @@ def closest_active_facts_many(
     gives for each query on its own.
     """
     found: list[list[FactRow]] = [[] for _ in queries]
-    with_vector = [index for index, query in enumerate(queries) if query.vector]
+    with_vector: list[int] = []
     for index, query in enumerate(queries):
-        if not query.vector:
+        if query.vector:
+            with_vector.append(index)
+        else:
             found[index] = closest_active_facts(session, query.agent_id, query.entity_key, None, limit=limit)
     if not with_vector:
         return found
@@ -349,10 +352,8 @@ def closest_active_facts_many(
             "limit": limit,
         },
     ).all()
-    for r in rows:
-        found[with_vector[r.ord - 1]].append(
-            FactRow(str(r.id), r.entity_key, r.fact_text, r.attribute_key, r.valid_from, float(r.similarity))
-        )
+    for row in rows:
+        found[with_vector[row.ord - 1]].append(_fact_row(row))
     return found
 
 
@@ -403,6 +404,8 @@ def closest_active_facts(
                 "attribute": attribute_key,
             },
         ).all()
-    return [
-        FactRow(str(r.id), r.entity_key, r.fact_text, r.attribute_key, r.valid_from, float(r.similarity)) for r in rows
-    ]
+    return [_fact_row(row) for row in rows]
+
+
+def _fact_row(row: Any) -> FactRow:
+    return FactRow(str(row.id), row.entity_key, row.fact_text, row.attribute_key, row.valid_from, float(row.similarity))
