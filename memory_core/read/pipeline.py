@@ -190,36 +190,19 @@ def _optional(run: _Run, session: Session, *, stage: str, consequence: str, work
 READ_WORK_MEM = "32MB"
 
 # Sent as one simple-protocol message (no parameters): one round trip for every setting.
-# plan_cache_mode is set per stage, below.
+# plan_cache_mode: read statements are prepared (psycopg, from their 5th use on a connection),
+# which saves parsing them; the plan is still made for each execution's parameters, as it was
+# before they were prepared. A generic plan would be costed for an average agent (table rows /
+# agents) and could be reused for one 100 times larger; on the --quick dataset (10x skew) the
+# default "auto" mode measured no better than this, within noise.
 # max_parallel_workers_per_gather: a retrieval's statements read a few thousand rows at most;
 # starting a parallel worker for one of them cost more than it saved (a 3 ms keyword scan took
 # 17 ms behind its Gather at 100,000 facts), and under concurrent retrievals every core is busy anyway.
-_BEGIN_READ_SETTINGS = (
+_BEGIN_READ = text(
     f"SET TRANSACTION READ ONLY; SET LOCAL statement_timeout = {int(READ_STATEMENT_TIMEOUT_MS)}; "
-    f"SET LOCAL work_mem = '{READ_WORK_MEM}'; SET LOCAL max_parallel_workers_per_gather = 0"
+    f"SET LOCAL work_mem = '{READ_WORK_MEM}'; SET LOCAL plan_cache_mode = force_custom_plan; "
+    "SET LOCAL max_parallel_workers_per_gather = 0"
 )
-
-# Plans. Read statements are prepared (psycopg, from their 5th use on a connection), which saves
-# parsing them; PostgreSQL then either plans a prepared statement again for each execution's
-# parameters (a custom plan) or reuses one plan made for any parameters (a generic plan, which
-# "auto" mode takes when it is costed no worse).
-# * The signal statements (semantic, keyword, graph) and the keywords' document frequencies always
-#   get a custom plan: what is cheapest for them depends on the agent's size and on the query. A
-#   generic plan is costed for an average agent (table rows / agents) and would be reused for one
-#   100 times larger; made generic along with everything else, a retrieve cost 40-80% more database
-#   CPU (measured 2026-12-01).
-# * Every other statement looks rows up by the agent and a few keys (aliases, relationships, the
-#   seeds' entities, the latest events, patterns): one plan fits any agent, so "auto" mode spares
-#   planning them each time. Measured on the retrieve benchmark's dataset, the 1k, 10k and 100k
-#   agents interleaved in one process: database CPU per retrieve 21.6-21.8 -> 19.8-20.6 ms;
-#   entity resolution 1.45 -> 0.9 ms, spreading activation at 1k 4.4 -> 3.1-3.4 ms; the same
-#   candidates.
-_CUSTOM_PLANS = "SET LOCAL plan_cache_mode = force_custom_plan"
-_AUTO_PLANS = "SET LOCAL plan_cache_mode = auto"
-_BEGIN_READ = text(f"{_BEGIN_READ_SETTINGS}; {_AUTO_PLANS}")
-_BEGIN_SIGNAL_READ = text(f"{_BEGIN_READ_SETTINGS}; {_CUSTOM_PLANS}")
-_TO_CUSTOM_PLANS = text(_CUSTOM_PLANS)
-_TO_AUTO_PLANS = text(_AUTO_PLANS)
 
 
 def _begin_read(session: Session) -> None:
@@ -227,23 +210,18 @@ def _begin_read(session: Session) -> None:
     session.execute(_BEGIN_READ)
 
 
-def _begin_signal_read(session: Session) -> None:
-    """:func:`_begin_read` for a side connection that runs signal statements (custom plans)."""
-    session.execute(_BEGIN_SIGNAL_READ)
-
-
 def _serving(ctx: ReadContext) -> AbstractContextManager[None]:
     return ctx.side_reads.serving() if ctx.side_reads is not None else nullcontext()
 
 
 def _side_submit(run: _Run) -> SideSubmit | None:
-    """Start signal work on a side connection of this process (read-only, as the main transaction)."""
+    """Start work on a side connection of this process (read-only, as the main transaction)."""
     side_reads = run.ctx.side_reads
     if side_reads is None or side_reads.connections <= 0:
         return None
 
     def submit(work: Callable[[Session], T]) -> Future[T] | None:
-        return side_reads.submit(work, begin=_begin_signal_read)
+        return side_reads.submit(work, begin=_begin_read)
 
     return submit
 
@@ -380,14 +358,11 @@ def _read_stages(
         table_rows=qctx.table_rows,
         agent_index_min_facts=threshold,
     )
-    session.execute(_TO_CUSTOM_PLANS)
     outcome.signals = run_signals(session, request, side=_side_submit(run), semantic=semantic)
     run.timed("signals", started)
 
-    # Still custom plans: the keywords' document frequencies are counted over the agent's facts.
     keyword_idf = _keyword_idf(run, session, qctx)
     started = time.perf_counter()
-    session.execute(_TO_AUTO_PLANS)
     merged = merge_candidates(outcome.signals.candidates)
     if keyword_idf is not None:
         reweigh_keywords(merged.values(), run.plan.keywords, keyword_idf, request.entity_patterns)
