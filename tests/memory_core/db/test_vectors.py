@@ -4,27 +4,15 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Iterator
 
 import psycopg
 import pytest
 from pgvector import Vector
 from sqlalchemy import Engine, text
 
-from memory_core.db.engine import create_db_engine, pooled_engine
+from memory_core.db.engine import pooled_engine
 from memory_core.db.vectors import vector_array, vector_param
-from memory_core.settings import Settings
 from tests.support.services import TestServices
-
-
-@pytest.fixture
-def engine(settings: Settings) -> Iterator[Engine]:
-    """One of the service's engines (the vector type registered at checkout), with a pool of one."""
-    built = create_db_engine(settings, pool_size=1)
-    try:
-        yield built
-    finally:
-        built.dispose()
 
 
 def test_a_bound_vector_is_stored_as_its_float32_values(engine: Engine) -> None:

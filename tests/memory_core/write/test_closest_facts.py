@@ -3,30 +3,18 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session
 
-from memory_core.db.engine import create_db_engine
 from memory_core.providers.hashing_embedder import HashingEmbedder
-from memory_core.settings import Settings
 from memory_core.write import repository
 from memory_core.write.repository import ClosestFactsQuery, vector_literal
 
 EMBEDDER = HashingEmbedder(dimensions=384)
 START = datetime(2025, 1, 1, tzinfo=UTC)
-
-
-@pytest.fixture
-def engine(settings: Settings) -> Iterator[Engine]:
-    built = create_db_engine(settings, pool_size=1)
-    try:
-        yield built
-    finally:
-        built.dispose()
 
 
 def _fact(
