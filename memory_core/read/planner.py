@@ -69,9 +69,19 @@ def keyword_haystack(text: str) -> str:
 
 
 def keyword_haystack_sql(expression: str) -> str:
-    """The SQL of :func:`keyword_haystack` applied to ``expression``."""
-    marks = WORD_START_MARKS.replace("'", "''")
-    return f"(' ' || translate(lower({expression}), '{marks}', '{' ' * len(WORD_START_MARKS)}'))"
+    """The SQL of :func:`keyword_haystack` applied to ``expression``.
+
+    One ``replace`` per mark rather than one ``translate``: in a UTF-8 database ``translate``
+    walks the text character by character against every mark (the marks include multi-byte
+    ones), ~4 us for a fact's 55 characters against ~1 us for the eleven replaces. The keyword
+    scoring computes this for every fact holding a searched word: a large agent's common word
+    matches a thousand (measured at 100,000 facts: the keyword statement 21.1 -> 18.4 ms, the
+    relevant-conversations statement 3.2 -> 2.3 ms, same rows).
+    """
+    haystack = f"lower({expression})"
+    for mark in WORD_START_MARKS:
+        haystack = f"replace({haystack}, '{mark.replace(chr(39), chr(39) * 2)}', ' ')"
+    return f"(' ' || {haystack})"
 
 
 def match_forms(word: str) -> tuple[str, str]:
