@@ -22,6 +22,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from functools import lru_cache
 from typing import Literal
 
 __all__ = [
@@ -68,6 +69,7 @@ def keyword_haystack(text: str) -> str:
     return " " + text.lower().translate(_WORD_START_TABLE)
 
 
+@lru_cache(maxsize=16)
 def keyword_haystack_sql(expression: str) -> str:
     """The SQL of :func:`keyword_haystack` applied to ``expression``.
 
@@ -80,7 +82,8 @@ def keyword_haystack_sql(expression: str) -> str:
     """
     haystack = f"lower({expression})"
     for mark in WORD_START_MARKS:
-        haystack = f"replace({haystack}, '{mark.replace(chr(39), chr(39) * 2)}', ' ')"
+        quoted = mark.replace("'", "''")
+        haystack = f"replace({haystack}, '{quoted}', ' ')"
     return f"(' ' || {haystack})"
 
 
