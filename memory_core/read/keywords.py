@@ -79,11 +79,13 @@ DF_CACHE_TTL_S = 600.0
 
 # One pass over the agent's facts: N and each keyword's n. MATERIALIZED keeps the planner on the
 # agent's b-tree (the table-wide GIN index would visit every agent's matches of a common word).
+# `terms` is MATERIALIZED too: inlined, its to_tsquery() was parsed again for every fact it was
+# tested against (a 1,000-fact agent's four keywords: 7.6-9.1 ms; parsed once: 3.3-3.9 ms).
 _SCAN_DF_SQL = """
 WITH mine AS MATERIALIZED (
     SELECT f.search_vector FROM memory_facts f WHERE f.agent_id = :agent AND {validity}
 ),
-terms AS (
+terms AS MATERIALIZED (
     SELECT t.ord, to_tsquery('simple', t.q) AS tq
     FROM unnest(CAST(:term_queries AS text[])) WITH ORDINALITY AS t(q, ord)
 )
