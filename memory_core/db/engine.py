@@ -24,6 +24,10 @@ if getattr(psycopg._queries, "MAX_CACHED_STATEMENT_LENGTH", _CACHED_STATEMENT_LE
     psycopg._queries.MAX_CACHED_STATEMENT_LENGTH = _CACHED_STATEMENT_LENGTH
 
 
+# Execution option: run the statement unprepared, so that PostgreSQL plans it for this execution's
+# parameters every time (see plan_each_execution_when_asked).
+PLAN_EACH_EXECUTION = "arandu_plan_each_execution"
+
 # A pooled connection used less than this long ago is not pinged before its next use.
 PING_AFTER_IDLE_S = 1.0
 _CHECKED_IN_AT = "arandu_checked_in_at"
@@ -60,7 +64,33 @@ def pooled_engine(
     if pre_ping:
         ping_when_idle(engine, PING_AFTER_IDLE_S)
     register_vector_type_on_checkout(engine)
+    plan_each_execution_when_asked(engine)
     return engine
+
+
+def _execute_unprepared_if_asked(cursor: Any, statement: str, parameters: Any, context: Any) -> bool | None:
+    if context is None or not context.execution_options.get(PLAN_EACH_EXECUTION):
+        return None  # SQLAlchemy executes it as usual
+    cursor.execute(statement, parameters, prepare=False)
+    return True
+
+
+def plan_each_execution_when_asked(engine: Engine) -> None:
+    """Honour the :data:`PLAN_EACH_EXECUTION` execution option on ``engine`` (idempotent).
+
+    psycopg prepares a statement from its fifth execution on a connection, and PostgreSQL may
+    then reuse one generic plan for every later execution, made without the parameters' values.
+    That suits the many small read statements (a lookup by agent and key has one good plan for
+    any agent: their planning was a third of a small retrieve's database time) but not a
+    statement whose best plan depends on who is asked (the signal statement: a 1,000-fact
+    agent's exact scan or a large agent's own index, chosen by the planner from the agent's
+    literal and the rows it expects). Such statements are sent with this option: unnamed, each
+    execution is a new statement to PostgreSQL, and a statement's first five executions are
+    planned for their parameters, unless ``plan_cache_mode = force_generic_plan`` (which the read
+    path never sets).
+    """
+    if not event.contains(engine, "do_execute", _execute_unprepared_if_asked):
+        event.listen(engine, "do_execute", _execute_unprepared_if_asked)
 
 
 _VECTOR_TYPE_KNOWN = "arandu_vector_type_known"

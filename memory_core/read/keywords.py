@@ -47,6 +47,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from memory_core.db.engine import PLAN_EACH_EXECUTION
 from memory_core.db.statements import compact_sql
 from memory_core.read.agent_index import database_key
 from memory_core.read.conversations import term_queries
@@ -178,8 +179,12 @@ def document_frequencies(
             frequencies.append(None)
     missing = [query for query, value in zip(queries, frequencies, strict=True) if value is None]
     if missing:
+        # Planned for this agent each time: only then can PostgreSQL use the agent's own keyword
+        # index (its predicate names the agent; memory_core.read.agent_index).
         rows = session.execute(
-            compact_sql(_INDEX_DF_SQL.format(validity=validity)), {**params, "term_queries": missing, "cap": DF_CAP}
+            compact_sql(_INDEX_DF_SQL.format(validity=validity)),
+            {**params, "term_queries": missing, "cap": DF_CAP},
+            execution_options={PLAN_EACH_EXECUTION: True},
         ).all()
         counted = {missing[int(row.ord) - 1]: int(row.df) for row in rows}
         for query, value in counted.items():

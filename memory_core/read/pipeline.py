@@ -190,17 +190,19 @@ def _optional(run: _Run, session: Session, *, stage: str, consequence: str, work
 READ_WORK_MEM = "32MB"
 
 # Sent as one simple-protocol message (no parameters): one round trip for every setting.
-# plan_cache_mode: read statements are prepared (psycopg, from their 5th use on a connection),
-# which saves parsing them; the plan is still made for each execution's parameters, as it was
-# before they were prepared. A generic plan would be costed for an average agent (table rows /
-# agents) and could be reused for one 100 times larger; on the --quick dataset (10x skew) the
-# default "auto" mode measured no better than this, within noise.
+# plan_cache_mode auto (PostgreSQL's default, set so that a server configured otherwise does not
+# change it): read statements are prepared (psycopg, from their 5th use on a connection), and
+# after five plans made for their parameters PostgreSQL keeps one generic plan when it costs no
+# more: the small lookups by agent and key stop being planned again (planning was a third of a
+# small agent's retrieve in the database). The statements whose plan depends on the agent asked
+# (the signal statement, a large agent's keyword counts) are sent unprepared and planned for
+# their parameters every time (memory_core.db.engine.PLAN_EACH_EXECUTION).
 # max_parallel_workers_per_gather: a retrieval's statements read a few thousand rows at most;
 # starting a parallel worker for one of them cost more than it saved (a 3 ms keyword scan took
 # 17 ms behind its Gather at 100,000 facts), and under concurrent retrievals every core is busy anyway.
 _BEGIN_READ = text(
     f"SET TRANSACTION READ ONLY; SET LOCAL statement_timeout = {int(READ_STATEMENT_TIMEOUT_MS)}; "
-    f"SET LOCAL work_mem = '{READ_WORK_MEM}'; SET LOCAL plan_cache_mode = force_custom_plan; "
+    f"SET LOCAL work_mem = '{READ_WORK_MEM}'; SET LOCAL plan_cache_mode = auto; "
     "SET LOCAL max_parallel_workers_per_gather = 0"
 )
 
