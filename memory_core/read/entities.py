@@ -22,6 +22,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from memory_core.db.engine import PLAN_EACH_EXECUTION
 from memory_core.db.statements import compact_sql
 from memory_core.read.planner import fold_words
 from memory_core.write.naming import normalize_alias, slugify
@@ -511,9 +512,12 @@ def expand_query(
     keys = list(dict.fromkeys(entity_keys))
     if not keys:
         return ExpandedQuery()
+    # Planned for its parameters each time: a generic plan (made without knowing how many keys
+    # or how large the agent's graph is) read a 100,000-fact agent's edges 2.5x slower in the lab.
     rows = session.execute(
         compact_sql(_EXPAND_SQL.format(validity=fact_validity_sql("r", window))),
         {"agent": agent_id, "keys": keys, "limit": limit, **window_params(window)},
+        execution_options={PLAN_EACH_EXECUTION: True},
     ).all()
     seeds = set(keys)
     expanded = ExpandedQuery()
