@@ -78,7 +78,7 @@ def _execute_unprepared_if_asked(cursor: Any, statement: str, parameters: Any, c
 def plan_each_execution_when_asked(engine: Engine) -> None:
     """Honour the :data:`PLAN_EACH_EXECUTION` execution option on ``engine`` (idempotent).
 
-    psycopg prepares a statement from its fifth execution on a connection, and PostgreSQL may
+    psycopg prepares a statement after its fifth execution on a connection, and PostgreSQL may
     then reuse one generic plan for every later execution, made without the parameters' values.
     That suits the many small read statements (a lookup by agent and key has one good plan for
     any agent: their planning was a third of a small retrieve's database time) but not a

@@ -191,12 +191,12 @@ READ_WORK_MEM = "32MB"
 
 # Sent as one simple-protocol message (no parameters): one round trip for every setting.
 # plan_cache_mode auto (PostgreSQL's default, set so that a server configured otherwise does not
-# change it): read statements are prepared (psycopg, from their 5th use on a connection), and
+# change it): read statements are prepared (psycopg, after their 5th use on a connection), and
 # after five plans made for their parameters PostgreSQL keeps one generic plan when it costs no
 # more: the small lookups by agent and key stop being planned again (planning was a third of a
 # small agent's retrieve in the database). The statements whose plan depends on the agent asked
-# (the signal statement, a large agent's keyword counts, the graph expansion) are sent unprepared and planned for
-# their parameters every time (memory_core.db.engine.PLAN_EACH_EXECUTION).
+# (the signal statement, a large agent's keyword counts, the graph expansion) are sent
+# unprepared and planned for their parameters every time (memory_core.db.engine.PLAN_EACH_EXECUTION).
 # max_parallel_workers_per_gather: a retrieval's statements read a few thousand rows at most;
 # starting a parallel worker for one of them cost more than it saved (a 3 ms keyword scan took
 # 17 ms behind its Gather at 100,000 facts), and under concurrent retrievals every core is busy anyway.
