@@ -225,6 +225,26 @@ sem AS (
     LIMIT :sem_limit
 )"""
 
+# An agent searched exactly, when the query also has words to search: one pass over the agent's
+# facts feeds both the semantic CTE and the keyword pool (_KW_SCANNED_POOL). Searched apart, the
+# keyword pool of a mid-size agent was planned as its b-tree bitmap ANDed with the table-wide
+# GIN index, which for a word common elsewhere ("last", "week") reads every agent's matches: at
+# 4,572 facts, 88,835 GIN entries and 61 ms for the statement, against 20 ms in one pass (same
+# rows); at 1,000 facts, 14.1 -> 13.1 ms. The exact scan reads all the agent's rows anyway.
+_EXACT_SCAN_CTE = """
+scanned AS MATERIALIZED (
+    SELECT f.id, f.embedding_vec <=> CAST(:vec AS vector) AS distance,
+           f.search_vector @@ to_tsquery('simple', :tsquery) AS kw_hit,
+           f.fact_text, f.entity_key, f.importance, f.valid_from
+    FROM memory_facts f
+    WHERE {fact_filter}
+),
+sem AS (
+    SELECT id, distance FROM scanned WHERE distance IS NOT NULL
+    ORDER BY distance, id
+    LIMIT :sem_limit
+)"""
+
 # The agent's own partial HNSW index: the agent is a literal here so the planner can prove the
 # index predicate even under a generic plan (see memory_core.read.agent_index).
 _SEM_AGENT_INDEX_CTE = """
@@ -251,6 +271,7 @@ _KW_TEXT_POOL = (
     "SELECT f.id, f.fact_text, f.entity_key, f.importance, f.valid_from FROM memory_facts f "
     "WHERE {agent_scope}{fact_filter} AND f.search_vector @@ to_tsquery('simple', :tsquery)"
 )
+_KW_SCANNED_POOL = "SELECT id, fact_text, entity_key, importance, valid_from FROM scanned WHERE kw_hit"
 _KW_PATTERN_POOL = """(
         SELECT f.id, f.fact_text, f.entity_key, f.importance, f.valid_from FROM memory_facts f
         WHERE {fact_filter} AND f.entity_key LIKE ANY(CAST(:entity_patterns AS text[]))
@@ -470,6 +491,10 @@ def _statement(request: SignalRequest, strategy: VectorStrategy | None) -> tuple
     if request.query_vector is not None:
         params["vec"] = vector_param(request.query_vector)
         columns["similarity"] = "1 - (f.embedding_vec <=> CAST(:vec AS vector))"
+    keywords = list(request.keywords)
+    searched = keywords if request.search_keywords is None else list(request.search_keywords)
+    patterns = list(request.entity_patterns)
+    one_pass = strategy == "exact" and request.query_vector is not None and bool(searched)
     if request.query_vector is not None and strategy is not None:
         params["sem_limit"] = sem_limit
         if strategy == "agent_index":
@@ -477,19 +502,21 @@ def _statement(request: SignalRequest, strategy: VectorStrategy | None) -> tuple
             ctes.append(
                 _SEM_AGENT_INDEX_CTE.format(fact_filter=fact_filter, agent_literal=agent_literal(request.agent_id))
             )
+        elif one_pass:
+            ctes.append(_EXACT_SCAN_CTE.format(fact_filter=fact_filter))
         else:
             ctes.append(_SEM_EXACT_CTE.format(fact_filter=fact_filter))
         sources.append("SELECT id FROM sem")
         joins.append("LEFT JOIN sem ON sem.id = f.id")
         columns["in_sem"] = "sem.id IS NOT NULL"
-    keywords = list(request.keywords)
-    searched = keywords if request.search_keywords is None else list(request.search_keywords)
-    patterns = list(request.entity_patterns)
     if searched or patterns:
         pools = []
         if searched:
-            agent_scope = f"f.agent_id = {agent_literal(request.agent_id)} AND " if strategy == "agent_index" else ""
-            pools.append(_KW_TEXT_POOL.format(fact_filter=fact_filter, agent_scope=agent_scope))
+            if one_pass:
+                pools.append(_KW_SCANNED_POOL)
+            else:
+                scope = f"f.agent_id = {agent_literal(request.agent_id)} AND " if strategy == "agent_index" else ""
+                pools.append(_KW_TEXT_POOL.format(fact_filter=fact_filter, agent_scope=scope))
             forms = dict.fromkeys(form for word in searched for form in (word, _folded(word)))
             params["tsquery"] = " | ".join(f"{form}:*" for form in forms)
         if patterns:
