@@ -5,8 +5,8 @@ embedded PostgreSQL 16 + pgvector and Redis in a fresh temporary ``ARANDU_HOME``
 defaults it states: no LLM (offline skills, so no reranker) and 384-dimension hashing
 embeddings.
 
-1. **Dataset.** One ``memory_facts`` table of 1,000,000 facts over 1,000 agents: three tested
-   agents of 1k, 10k and 100k facts and 997 others sharing the rest (skewed sizes). Facts come
+1. **Dataset.** One ``memory_facts`` table of 1,000,000 facts over 1,000 agents: four tested
+   agents of 1k, 5k, 10k and 100k facts and 996 others sharing the rest (skewed sizes). Facts come
    from varied templates about the people of each agent (homes, jobs, studies, family, pets,
    hobbies, trips, concerts, dinners...), in the order production would have written them (the
    agents' rows interleaved over two years). The tested agents also get what the write path
@@ -18,7 +18,7 @@ embeddings.
    workers), then ``VACUUM ANALYZE``. There is no table-wide vector index: as the service's
    maintenance does, every agent with at least ``retrieval_agent_index_min_facts`` facts then
    gets its own partial HNSW and GIN indexes; the others are searched exactly. The database
-   lives in the run's temporary home and serves the three sizes; it is removed at the end.
+   lives in the run's temporary home and serves the four sizes; it is removed at the end.
 2. **Per tested agent** (200 fixed questions about its facts): in-process ``retrieve()`` latency
    with the per-stage timings of the verbose trace and the vector strategy the service chose;
    sequential latency through ``POST /v1/agents/{agent}/retrieve`` (the target); throughput
@@ -100,7 +100,8 @@ class Scale:
 
     agents: int = 1_000
     table_facts: int = 1_000_000
-    tested: tuple[int, ...] = (1_000, 10_000, 100_000)
+    # 5,000: the largest kind of agent still searched exactly (below retrieval_agent_index_min_facts).
+    tested: tuple[int, ...] = (1_000, 5_000, 10_000, 100_000)
     queries: int = 200
     warmup_queries: int = 40
     throughput_s: float = 15.0
@@ -114,7 +115,7 @@ class Scale:
         return cls(
             agents=100,
             table_facts=100_000,
-            tested=(100, 1_000, 10_000),
+            tested=(100, 500, 1_000, 10_000),
             queries=50,
             warmup_queries=10,
             throughput_s=4.0,
