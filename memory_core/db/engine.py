@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 import psycopg._queries
@@ -25,8 +27,9 @@ if getattr(psycopg._queries, "MAX_CACHED_STATEMENT_LENGTH", _CACHED_STATEMENT_LE
 
 
 # Execution option: run the statement unprepared, so that PostgreSQL plans it for this execution's
-# parameters every time (see plan_each_execution_when_asked).
+# parameters every time (see plan_each_execution_when_asked). Callers pass PLANNED_EACH_TIME.
 PLAN_EACH_EXECUTION = "arandu_plan_each_execution"
+PLANNED_EACH_TIME: Mapping[str, Any] = MappingProxyType({PLAN_EACH_EXECUTION: True})
 
 # A pooled connection used less than this long ago is not pinged before its next use.
 PING_AFTER_IDLE_S = 1.0

@@ -22,7 +22,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from memory_core.db.engine import PLAN_EACH_EXECUTION
+from memory_core.db.engine import PLANNED_EACH_TIME
 from memory_core.db.statements import compact_sql
 from memory_core.read.planner import fold_words
 from memory_core.write.naming import normalize_alias, slugify
@@ -517,7 +517,7 @@ def expand_query(
     rows = session.execute(
         compact_sql(_EXPAND_SQL.format(validity=fact_validity_sql("r", window))),
         {"agent": agent_id, "keys": keys, "limit": limit, **window_params(window)},
-        execution_options={PLAN_EACH_EXECUTION: True},
+        execution_options=PLANNED_EACH_TIME,
     ).all()
     seeds = set(keys)
     expanded = ExpandedQuery()

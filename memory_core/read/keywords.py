@@ -47,7 +47,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from memory_core.db.engine import PLAN_EACH_EXECUTION
+from memory_core.db.engine import PLANNED_EACH_TIME
 from memory_core.db.statements import compact_sql
 from memory_core.read.agent_index import database_key
 from memory_core.read.conversations import term_queries
@@ -184,7 +184,7 @@ def document_frequencies(
         rows = session.execute(
             compact_sql(_INDEX_DF_SQL.format(validity=validity)),
             {**params, "term_queries": missing, "cap": DF_CAP},
-            execution_options={PLAN_EACH_EXECUTION: True},
+            execution_options=PLANNED_EACH_TIME,
         ).all()
         counted = {missing[int(row.ord) - 1]: int(row.df) for row in rows}
         for query, value in counted.items():

@@ -46,7 +46,7 @@ from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
 from memory_core.config import MemoryConfig
-from memory_core.db.engine import PLAN_EACH_EXECUTION
+from memory_core.db.engine import PLANNED_EACH_TIME
 from memory_core.db.statements import compact_sql
 from memory_core.db.statements import sql as sql_text
 from memory_core.db.vectors import vector_param
@@ -94,10 +94,6 @@ AGENT_INDEX_EF_SEARCH = 400
 AGENT_INDEX_OVERFETCH = 2
 
 VectorStrategy = Literal["exact", "agent_index"]
-
-# The signal statement's best plan depends on the agent (an exact scan of a small agent's facts,
-# a large one's own indexes): never a generic plan (memory_core.db.engine.PLAN_EACH_EXECUTION).
-_PLANNED_EACH_TIME: dict[str, Any] = {PLAN_EACH_EXECUTION: True}
 
 
 def _folded(word: str) -> str:
@@ -691,7 +687,7 @@ def _exact_semantic_rows(session: Session, request: SignalRequest) -> list[Any]:
         filter_keys=request.filter_keys,
     )
     sql, params = _statement(exact_only, "exact")
-    return list(session.execute(compact_sql(sql), params, execution_options=_PLANNED_EACH_TIME).all())
+    return list(session.execute(compact_sql(sql), params, execution_options=PLANNED_EACH_TIME).all())
 
 
 def run_signals(
@@ -739,8 +735,10 @@ def run_signals(
             _set_ef_search(session, ef_search)
         sql, params = _statement(request, strategy)
         rows = []
+        # Planned for this agent every time: the best plan depends on it (an exact scan of a small
+        # agent's facts, a large one's own indexes), never a generic plan.
         if sql:
-            rows = list(session.execute(compact_sql(sql), params, execution_options=_PLANNED_EACH_TIME).all())
+            rows = list(session.execute(compact_sql(sql), params, execution_options=PLANNED_EACH_TIME).all())
     # `wanted` is the statement's :sem_limit: fewer semantic rows means the ANN scan came back short.
     if strategy == "agent_index" and sum(1 for row in rows if row.in_sem) < wanted:
         # The filtered ANN scan came back short (the symptom of pgvector 0.6's post-filtering):
@@ -795,7 +793,7 @@ def _semantic_work(
         # Built on the side thread: a refused side read (busy process) costs no statement text.
         sem_sql, sem_params = _statement(_semantic_only(request), strategy)
         _set_ef_search(side_session, ef_search)
-        return list(side_session.execute(compact_sql(sem_sql), sem_params, execution_options=_PLANNED_EACH_TIME).all())
+        return list(side_session.execute(compact_sql(sem_sql), sem_params, execution_options=PLANNED_EACH_TIME).all())
 
     return semantic_rows
 
@@ -820,7 +818,7 @@ def _side_by_side_rows(
             return None  # every side connection is busy: one statement, as for a small agent
     try:
         rest_rows = (
-            list(session.execute(compact_sql(rest_sql), rest_params, execution_options=_PLANNED_EACH_TIME).all())
+            list(session.execute(compact_sql(rest_sql), rest_params, execution_options=PLANNED_EACH_TIME).all())
             if rest_sql
             else []
         )

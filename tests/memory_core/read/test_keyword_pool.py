@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from memory_core.config import MemoryConfig
 from memory_core.read.context import ReadContext
@@ -16,7 +17,7 @@ from memory_core.read.signals import SignalRequest, SignalResult, run_signals
 from tests.memory_core.read.conftest import MemoryBuilder
 
 
-def _signals(read_ctx: ReadContext, memory: MemoryBuilder, query: str, **request: object) -> SignalResult:
+def _signals(read_ctx: ReadContext, memory: MemoryBuilder, query: str, **request: Any) -> SignalResult:
     with read_ctx.sessions() as session:
         return run_signals(
             session,
@@ -28,7 +29,7 @@ def _signals(read_ctx: ReadContext, memory: MemoryBuilder, query: str, **request
                 keywords=["violin"],
                 agent_facts=40,
                 agent_index_min_facts=0,  # never an index of its own: searched exactly
-                **request,  # type: ignore[arg-type]
+                **request,
             ),
         )
 
