@@ -63,6 +63,7 @@ __all__ = [
     "DF_CAP",
     "SCAN_MAX_FACTS",
     "bm25_idf",
+    "counts_to_fold",
     "document_frequencies",
     "keyword_weights",
     "matched_keywords",
@@ -151,16 +152,21 @@ def document_frequencies(
     *,
     window: TimeWindow | None = None,
     table_rows: float = 0.0,
+    counted: tuple[int, Sequence[int]] | None = None,
 ) -> tuple[int, list[int]]:
     """``(N, [n per term query])`` over the agent's facts in ``window``, at a bounded cost (module docstring).
 
     ``agent_facts`` is what the caller already counted (possibly capped, or 0 when it did not
     count); it only chooses the method. ``table_rows`` is the table's estimated size.
+    ``counted`` is what the signal statement's pass counted for a small agent's ``queries``
+    (:func:`counts_to_fold`): used and remembered instead of a pass of its own.
     """
     validity = fact_validity_sql("f", window)
     params = {"agent": agent_id, "term_queries": list(queries), **window_params(window)}
     if 0 < agent_facts <= SCAN_MAX_FACTS:
-        return _scanned_frequencies(session, agent_id, queries, agent_facts, window=window, params=params)
+        return _scanned_frequencies(
+            session, agent_id, queries, agent_facts, window=window, params=params, counted=counted
+        )
     total = agent_counts.get(session, agent_id, window)
     if total <= SCAN_MAX_FACTS:
         return document_frequencies(session, agent_id, queries, max(total, 1), window=window, table_rows=table_rows)
@@ -186,14 +192,39 @@ def document_frequencies(
             {**params, "term_queries": missing, "cap": DF_CAP},
             execution_options=PLANNED_EACH_TIME,
         ).all()
-        counted = {missing[int(row.ord) - 1]: int(row.df) for row in rows}
-        for query, value in counted.items():
+        found = {missing[int(row.ord) - 1]: int(row.df) for row in rows}
+        for query, value in found.items():
             if window is None:
                 document_frequency_cache.put((database, agent_id, query), now, value)
         frequencies = [
-            counted[query] if value is None else value for query, value in zip(queries, frequencies, strict=True)
+            found[query] if value is None else value for query, value in zip(queries, frequencies, strict=True)
         ]
     return total, [int(value or 0) for value in frequencies]
+
+
+def _scan_keys(database: str, agent_id: str, queries: Sequence[str], agent_facts: int) -> list[tuple[str, str, str]]:
+    # N under "", then each term query, under the agent's exact fact count.
+    return [(database, agent_id, f"{agent_facts}|{query}") for query in ["", *queries]]
+
+
+def counts_to_fold(
+    session: Session, agent_id: str, keywords: Sequence[str], agent_facts: int, *, window: TimeWindow | None = None
+) -> list[str]:
+    """The term queries an exact pass over a small agent's facts should count (empty: none needed).
+
+    :func:`keyword_weights` would count them in a pass of its own; the signal statement's pass
+    over the same facts (memory_core.read.signals) counts them for a few tests per fact more.
+    Empty when the agent is not counted by a scan, or its counts are remembered.
+    """
+    queries = term_queries(keywords)
+    if not keywords or len(queries) != len(keywords) or not 0 < agent_facts <= SCAN_MAX_FACTS:
+        return []
+    if window is None:
+        now = time.monotonic()
+        keys = _scan_keys(database_key(session), agent_id, queries, agent_facts)
+        if all(document_frequency_cache.get(key, now) is not None for key in keys):
+            return []
+    return queries
 
 
 def _scanned_frequencies(
@@ -204,6 +235,7 @@ def _scanned_frequencies(
     *,
     window: TimeWindow | None,
     params: dict[str, Any],
+    counted: tuple[int, Sequence[int]] | None = None,
 ) -> tuple[int, list[int]]:
     """A small agent's ``(N, [n per term query])`` by one pass over its facts, remembered while N stays the same.
 
@@ -214,15 +246,17 @@ def _scanned_frequencies(
     most :data:`SCAN_MAX_FACTS`. Time-travel windows are counted every time.
     """
     now = time.monotonic()
-    # N under "", then each term query; nothing is remembered for a time-travel window.
-    database = database_key(session)
-    keys = [(database, agent_id, f"{agent_facts}|{query}") for query in ["", *queries]] if window is None else []
-    cached = [document_frequency_cache.get(key, now) for key in keys]
-    if keys and all(value is not None for value in cached):
-        return int(cached[0] or 0), [int(value or 0) for value in cached[1:]]
-    rows = session.execute(compact_sql(_SCAN_DF_SQL.format(validity=fact_validity_sql("f", window))), params).all()
-    counts = {int(row.ord): int(row.df) for row in rows}
-    values = [counts.get(position, 0) for position in range(len(queries) + 1)]
+    # Nothing is remembered for a time-travel window.
+    keys = _scan_keys(database_key(session), agent_id, queries, agent_facts) if window is None else []
+    if counted is not None and len(counted[1]) == len(queries):
+        values = [counted[0], *counted[1]]
+    else:
+        cached = [document_frequency_cache.get(key, now) for key in keys]
+        if keys and all(value is not None for value in cached):
+            return int(cached[0] or 0), [int(value or 0) for value in cached[1:]]
+        sql = compact_sql(_SCAN_DF_SQL.format(validity=fact_validity_sql("f", window)))
+        counts = {int(row.ord): int(row.df) for row in session.execute(sql, params).all()}
+        values = [counts.get(position, 0) for position in range(len(queries) + 1)]
     for key, value in zip(keys, values, strict=False):
         document_frequency_cache.put(key, now, value)
     return values[0], values[1:]
@@ -236,12 +270,18 @@ def keyword_weights(
     *,
     window: TimeWindow | None = None,
     table_rows: float = 0.0,
+    counted: tuple[int, Sequence[int]] | None = None,
 ) -> list[float]:
-    """The idf of each keyword over the agent's facts (see :func:`document_frequencies` for the cost)."""
+    """The idf of each keyword over the agent's facts (see :func:`document_frequencies` for the cost).
+
+    ``counted``: the counts the signal statement made of :func:`counts_to_fold`'s term queries.
+    """
     queries = term_queries(keywords)
     if len(queries) != len(keywords) or not keywords:
         return [1.0] * len(keywords)
-    total, counts = document_frequencies(session, agent_id, queries, agent_facts, window=window, table_rows=table_rows)
+    total, counts = document_frequencies(
+        session, agent_id, queries, agent_facts, window=window, table_rows=table_rows, counted=counted
+    )
     return [bm25_idf(total, count) for count in counts]
 
 

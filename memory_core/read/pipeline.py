@@ -53,7 +53,7 @@ from memory_core.read.entities import (
     resolve_query_context,
 )
 from memory_core.read.focus import weigh_graph_nodes
-from memory_core.read.keywords import keyword_weights, reweigh_keywords
+from memory_core.read.keywords import counts_to_fold, keyword_weights, reweigh_keywords
 from memory_core.read.planner import RetrievalPlan, finalize_plan, plan_retrieval
 from memory_core.read.rank import RankedFact, merge_candidates, rank_candidates, sort_ranked
 from memory_core.read.rank import select_final as select_final_facts
@@ -247,8 +247,20 @@ def _weighed_graph_nodes(run: _Run, session: Session, nodes: list[GraphNode]) ->
     return weigh_graph_nodes(session, run.agent_id, nodes, run.config.graph_max_facts)
 
 
-def _keyword_idf(run: _Run, session: Session, qctx: QueryContext) -> list[float] | None:
-    """The idf of each query keyword (:mod:`memory_core.read.keywords`); None keeps the plain fraction."""
+def _counts_to_fold(run: _Run, session: Session, qctx: QueryContext) -> list[str]:
+    """The keyword counts the signal statement's pass over a small agent's facts should make."""
+    if not run.config.keyword_idf or not run.plan.keywords:
+        return []
+    return counts_to_fold(session, run.agent_id, run.plan.keywords, qctx.agent_facts, window=run.window)
+
+
+def _keyword_idf(
+    run: _Run, session: Session, qctx: QueryContext, counted: tuple[int, list[int]] | None
+) -> list[float] | None:
+    """The idf of each query keyword (:mod:`memory_core.read.keywords`); None keeps the plain fraction.
+
+    ``counted``: the counts the signal statement made (then no statement of its own).
+    """
     if not run.config.keyword_idf or not run.plan.keywords:
         return None
     return _optional(
@@ -263,6 +275,7 @@ def _keyword_idf(run: _Run, session: Session, qctx: QueryContext) -> list[float]
             qctx.agent_facts,
             window=run.window,
             table_rows=qctx.table_rows,
+            counted=counted,
         ),
         default=None,
     )
@@ -359,11 +372,12 @@ def _read_stages(
         agent_facts=qctx.agent_facts,
         table_rows=qctx.table_rows,
         agent_index_min_facts=threshold,
+        term_queries=_counts_to_fold(run, session, qctx),
     )
     outcome.signals = run_signals(session, request, side=_side_submit(run), semantic=semantic)
     run.timed("signals", started)
 
-    keyword_idf = _keyword_idf(run, session, qctx)
+    keyword_idf = _keyword_idf(run, session, qctx, outcome.signals.term_counts)
     started = time.perf_counter()
     merged = merge_candidates(outcome.signals.candidates)
     if keyword_idf is not None:

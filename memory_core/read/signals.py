@@ -172,6 +172,9 @@ class SignalRequest:
     agent_index_min_facts: int = 0
     # The keywords that find candidates (None = all of them); see choose_search_keywords.
     search_keywords: Sequence[str] | None = None
+    # Term queries whose document frequencies an exact pass over the agent's facts counts too
+    # (memory_core.read.keywords.term_queries); the counts come back in SignalResult.term_counts.
+    term_queries: Sequence[str] = ()
 
 
 @dataclass
@@ -187,6 +190,8 @@ class SignalResult:
     statements: int = 1
     # True when that semantic search was started before the query's entities were resolved.
     semantic_started_early: bool = False
+    # (facts counted, [matches of each of request.term_queries]) when the exact pass counted them.
+    term_counts: tuple[int, list[int]] | None = None
 
     def summary(self) -> dict[str, Any]:
         """JSON-friendly form for the trace."""
@@ -227,19 +232,33 @@ sem AS (
 # GIN index, which for a word common elsewhere ("last", "week") reads every agent's matches: at
 # 4,572 facts, 88,835 GIN entries and 61 ms for the statement, against 20 ms in one pass (same
 # rows); at 1,000 facts, 14.1 -> 13.1 ms. The exact scan reads all the agent's rows anyway.
+#
+# The same pass can count the keywords' document frequencies (memory_core.read.keywords; a
+# second pass over the same rows, 9-10 ms of a 4,752-fact agent's retrieve): it then reads every
+# fact valid in the window, as the counts need, flags those the signals may use (``usable``:
+# min_confidence) and tests each keyword's term query once per fact (_TERM_COUNTS_CTE).
 _EXACT_SCAN_CTE = """
 scanned AS MATERIALIZED (
     SELECT f.id, f.embedding_vec <=> CAST(:vec AS vector) AS distance,
            f.search_vector @@ to_tsquery('simple', :tsquery) AS kw_hit,
-           f.fact_text, f.entity_key, f.importance, f.valid_from
+           f.fact_text, f.entity_key, f.importance, f.valid_from{counted_columns}
     FROM memory_facts f
-    WHERE {fact_filter}
+    WHERE {scan_filter}
 ),
 sem AS (
-    SELECT id, distance FROM scanned WHERE distance IS NOT NULL
+    SELECT id, distance FROM scanned WHERE distance IS NOT NULL{usable}
     ORDER BY distance, id
     LIMIT :sem_limit
 )"""
+
+_TERM_HIT_COLUMN = "f.search_vector @@ to_tsquery('simple', :term_query_{index}) AS term_hit_{index}"
+# One row: the facts counted, then each term query's matches, as "N,n1,n2,..." (one short text
+# on every candidate row is cheaper to fetch than an array, and the statement stays one).
+_TERM_COUNTS_CTE = """
+term_counts AS (
+    SELECT concat_ws(',', count(*), {term_counts}) AS counts FROM scanned
+)"""
+_TERM_COUNT = "count(*) FILTER (WHERE term_hit_{index})"
 
 # The agent's own partial HNSW index: the agent is a literal here so the planner can prove the
 # index predicate even under a generic plan (see memory_core.read.agent_index).
@@ -267,7 +286,7 @@ _KW_TEXT_POOL = (
     "SELECT f.id, f.fact_text, f.entity_key, f.importance, f.valid_from FROM memory_facts f "
     "WHERE {agent_scope}{fact_filter} AND f.search_vector @@ to_tsquery('simple', :tsquery)"
 )
-_KW_SCANNED_POOL = "SELECT id, fact_text, entity_key, importance, valid_from FROM scanned WHERE kw_hit"
+_KW_SCANNED_POOL = "SELECT id, fact_text, entity_key, importance, valid_from FROM scanned WHERE kw_hit{usable}"
 _KW_PATTERN_POOL = """(
         SELECT f.id, f.fact_text, f.entity_key, f.importance, f.valid_from FROM memory_facts f
         WHERE {fact_filter} AND f.entity_key LIKE ANY(CAST(:entity_patterns AS text[]))
@@ -383,7 +402,7 @@ SELECT {fact_columns},
        {in_sem} AS in_sem,
        {kw_matched} AS kw_matched, {kw_pattern} AS kw_pattern,
        {g_key} AS g_key, {g_depth} AS g_depth, {g_strength} AS g_strength, {g_time} AS g_time,
-       {in_broad} AS in_broad
+       {in_broad} AS in_broad, {term_counts} AS term_counts
 FROM ({candidates}) AS cand
 JOIN memory_facts f ON f.id = cand.id
 {joins}
@@ -455,6 +474,34 @@ def _graph_ctes(request: SignalRequest, fact_filter: str) -> list[str]:
     return ctes
 
 
+def _counts_terms(request: SignalRequest) -> bool:
+    """Whether the exact pass also counts ``request.term_queries`` (only unfiltered by session or entities:
+    the counts are over every fact valid in the window, which the pass then reads)."""
+    return bool(request.term_queries) and request.session_id is None and request.filter_keys is None
+
+
+def _exact_scan_ctes(
+    request: SignalRequest, fact_filter: str, params: dict[str, Any], columns: dict[str, str]
+) -> list[str]:
+    """The one pass over an exactly searched agent's facts; with the keyword counts when asked."""
+    if not _counts_terms(request):
+        return [_EXACT_SCAN_CTE.format(counted_columns="", scan_filter=fact_filter, usable="")]
+    indexes = range(len(request.term_queries))
+    for index, query in zip(indexes, request.term_queries, strict=True):
+        params[f"term_query_{index}"] = query
+    counted_columns = ",\n           f.confidence >= :min_confidence AS usable, " + ", ".join(
+        _TERM_HIT_COLUMN.format(index=index) for index in indexes
+    )
+    columns["term_counts"] = "(SELECT counts FROM term_counts)"
+    scan = _EXACT_SCAN_CTE.format(
+        counted_columns=counted_columns,
+        scan_filter=f"f.agent_id = :agent AND {fact_validity_sql('f', request.window)}",
+        usable=" AND usable",
+    )
+    counts = _TERM_COUNTS_CTE.format(term_counts=", ".join(_TERM_COUNT.format(index=index) for index in indexes))
+    return [scan, counts]
+
+
 def _statement(request: SignalRequest, strategy: VectorStrategy | None) -> tuple[str, dict[str, Any]]:
     config = request.config
     fact_filter = _fact_filter(request)
@@ -483,6 +530,7 @@ def _statement(request: SignalRequest, strategy: VectorStrategy | None) -> tuple
         "g_strength": "NULL::float8",
         "g_time": "NULL::timestamptz",
         "in_broad": "false",
+        "term_counts": "NULL::text",
     }
     if request.query_vector is not None:
         params["vec"] = vector_param(request.query_vector)
@@ -499,7 +547,7 @@ def _statement(request: SignalRequest, strategy: VectorStrategy | None) -> tuple
                 _SEM_AGENT_INDEX_CTE.format(fact_filter=fact_filter, agent_literal=agent_literal(request.agent_id))
             )
         elif one_pass:
-            ctes.append(_EXACT_SCAN_CTE.format(fact_filter=fact_filter))
+            ctes.extend(_exact_scan_ctes(request, fact_filter, params, columns))
         else:
             ctes.append(_SEM_EXACT_CTE.format(fact_filter=fact_filter))
         sources.append("SELECT id FROM sem")
@@ -509,7 +557,7 @@ def _statement(request: SignalRequest, strategy: VectorStrategy | None) -> tuple
         pools = []
         if searched:
             if one_pass:
-                pools.append(_KW_SCANNED_POOL)
+                pools.append(_KW_SCANNED_POOL.format(usable=" AND usable" if _counts_terms(request) else ""))
             else:
                 scope = f"f.agent_id = {agent_literal(request.agent_id)} AND " if strategy == "agent_index" else ""
                 pools.append(_KW_TEXT_POOL.format(fact_filter=fact_filter, agent_scope=scope))
@@ -739,6 +787,7 @@ def run_signals(
         # agent's facts, a large one's own indexes), never a generic plan.
         if sql:
             rows = list(session.execute(compact_sql(sql), params, execution_options=PLANNED_EACH_TIME).all())
+        result.term_counts = _term_counts(rows, request)
     # `wanted` is the statement's :sem_limit: fewer semantic rows means the ANN scan came back short.
     if strategy == "agent_index" and sum(1 for row in rows if row.in_sem) < wanted:
         # The filtered ANN scan came back short (the symptom of pgvector 0.6's post-filtering):
@@ -754,6 +803,14 @@ def run_signals(
         return _finish(result, list(merged.values()), started)
     merged = merge_candidates(_candidate(row, request) for row in rows)
     return _finish(result, list(merged.values()), started)
+
+
+def _term_counts(rows: Sequence[Any], request: SignalRequest) -> tuple[int, list[int]] | None:
+    """The keyword counts the exact pass made (every row carries them), or None when it made none."""
+    if not rows or not request.term_queries or rows[0].term_counts is None:
+        return None
+    total, *counts = (int(value) for value in str(rows[0].term_counts).split(","))
+    return (total, counts) if len(counts) == len(request.term_queries) else None
 
 
 def start_indexed_semantic(request: SignalRequest, side: SideSubmit) -> Future[list[Any]] | None:
@@ -783,7 +840,9 @@ def _set_ef_search(session: Session, ef_search: int) -> None:
 
 
 def _semantic_only(request: SignalRequest) -> SignalRequest:
-    return replace(request, keywords=(), search_keywords=(), entity_patterns=(), graph_nodes=(), broad=False)
+    return replace(
+        request, keywords=(), search_keywords=(), entity_patterns=(), graph_nodes=(), broad=False, term_queries=()
+    )
 
 
 def _semantic_work(
