@@ -28,6 +28,8 @@ if getattr(psycopg._queries, "MAX_CACHED_STATEMENT_LENGTH", _CACHED_STATEMENT_LE
 
 # Execution option: run the statement unprepared, so that PostgreSQL plans it for this execution's
 # parameters every time (see plan_each_execution_when_asked). Callers pass PLANNED_EACH_TIME.
+# Not under plan_cache_mode = force_generic_plan, which applies to unprepared statements as well
+# (the read pipeline sets it only once its statements planned each time have run).
 PLAN_EACH_EXECUTION = "arandu_plan_each_execution"
 PLANNED_EACH_TIME: Mapping[str, Any] = MappingProxyType({PLAN_EACH_EXECUTION: True})
 

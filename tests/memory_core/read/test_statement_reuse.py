@@ -2,6 +2,7 @@
 
 The signal statement is the exception: its best plan depends on the agent, so it is sent
 unprepared and planned for each execution's parameters (memory_core.db.engine.PLAN_EACH_EXECUTION).
+The statements after it keep one generic plan: prepared, they are not planned again.
 """
 
 from __future__ import annotations
@@ -33,13 +34,16 @@ def test_repeated_retrieves_reuse_prepared_statements(settings: Settings, memory
         with engine.connect() as connection:
             prepared = connection.exec_driver_sql(
                 "SELECT strpos(statement, 'AS in_broad') > 0 AS signal, strpos(statement, 'WITH seeds AS') > 0 "
-                "AS spreading, generic_plans + custom_plans AS executions FROM pg_prepared_statements"
+                "AS spreading, strpos(statement, 'WITH recent AS') > 0 AS conversations, generic_plans, "
+                "custom_plans FROM pg_prepared_statements"
             ).all()
         # A ROLLBACK at the end of each read would have made psycopg deallocate them all.
-        spreading = [row.executions for row in prepared if row.spreading]
+        spreading = [(row.generic_plans, row.custom_plans) for row in prepared if row.spreading]
         assert spreading, "the spreading statement was not prepared"
-        # psycopg prepares a statement once it has run 5 times: 7 retrieves ran it twice prepared.
-        assert spreading[0] >= 2
+        # psycopg prepares a statement once it has run 5 times: 7 retrieves ran it twice prepared,
+        # each time with the generic plan (PostgreSQL's "auto" would have planned it twice again).
+        assert spreading[0] == (2, 0)
+        assert [(row.generic_plans, row.custom_plans) for row in prepared if row.conversations] == [(2, 0)]
         assert not any(row.signal for row in prepared), "the signal statement must be planned per execution"
         assert lives in {fact.fact_id for fact in first.facts}
     finally:
