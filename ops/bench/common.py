@@ -474,7 +474,13 @@ class BenchStack:
         for pid, (role, proc) in roles.items():
             with contextlib.suppress(psutil.Error):
                 times = proc.cpu_times()
-                used[pid] = (role, float(times.user + times.system))
+                seconds = float(times.user + times.system)
+                if role == REAPED_BY_PARENT_ROLE:
+                    # PostgreSQL backends and parallel workers that ended were reaped by the
+                    # postmaster: their CPU is in its children's times, nowhere else (it showed
+                    # as "other processes on the machine"). A backend has no children: 0.
+                    seconds += float(times.children_user + times.children_system)
+                used[pid] = (role, seconds)
         return CpuSnapshot(time.monotonic(), used, machine_busy_seconds())
 
     def log_positions(self) -> dict[Path, int]:
@@ -493,6 +499,10 @@ class BenchStack:
                 handle.seek(offset)
                 for raw in handle:
                     yield raw.decode("utf-8", "replace").rstrip("\n")
+
+
+# The role whose ended processes are counted through their parent's children's CPU time.
+REAPED_BY_PARENT_ROLE = "postgres"
 
 
 def machine_busy_seconds() -> float:
@@ -515,12 +525,20 @@ class CpuSnapshot:
     machine_busy: float = 0.0
 
     def since(self, earlier: CpuSnapshot) -> dict[str, float]:
-        """CPU seconds per role between ``earlier`` and this snapshot (new processes count in full)."""
+        """CPU seconds per role between ``earlier`` and this snapshot (new processes count in full).
+
+        A ``postgres`` process that ended meanwhile is in its parent's children's time with its
+        whole life (see :meth:`BenchStack.cpu_snapshot`): what it had used before ``earlier`` is
+        taken off.
+        """
         spent: dict[str, float] = {}
         for pid, (role, seconds) in self.used.items():
             before = earlier.used.get(pid)
             delta = seconds - (before[1] if before and before[0] == role else 0.0)
             spent[role] = spent.get(role, 0.0) + max(delta, 0.0)
+        for pid, (role, seconds) in earlier.used.items():
+            if role == REAPED_BY_PARENT_ROLE and pid not in self.used and role in spent:
+                spent[role] = max(spent[role] - seconds, 0.0)
         return spent
 
     def describe_since(self, earlier: CpuSnapshot, top: int = 6) -> str:
