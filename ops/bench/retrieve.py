@@ -2277,10 +2277,10 @@ def run_retrieve_benchmark(
             "active facts above min_confidence; ties count as hits (template facts repeat)."
         )
         notes.append(
-            "CPU shares come from the processes alive at the end of each phase: PostgreSQL backends that ended "
-            "during it (the API pool's overflow connections under 16 clients, the recall pass's connection) are "
-            "counted among the other processes on the machine, so that share is not all foreign load; the load "
-            "average at the start of each phase shows how quiet the machine was."
+            "CPU shares: per process of the stack; PostgreSQL backends and parallel workers that ended during "
+            "a phase (the API pool's overflow connections under 16 clients, the recall pass's exact scans) count "
+            "as postgres, through the postmaster's children's CPU time; the load average at the start of each "
+            "phase shows how quiet the machine was."
         )
         missed = [name for name, held in targets.items() if not held]
         notes.append("Targets missed: " + ", ".join(missed) + "." if missed else "Every target was met.")
