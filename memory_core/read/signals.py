@@ -475,8 +475,11 @@ def _graph_ctes(request: SignalRequest, fact_filter: str) -> list[str]:
 
 
 def _counts_terms(request: SignalRequest) -> bool:
-    """Whether the exact pass also counts ``request.term_queries`` (only unfiltered by session or entities:
-    the counts are over every fact valid in the window, which the pass then reads)."""
+    """Whether the exact pass also counts ``request.term_queries``.
+
+    Only when no session or entity filter narrows it: the counts are over every fact valid in
+    the window, so the pass then reads all of them.
+    """
     return bool(request.term_queries) and request.session_id is None and request.filter_keys is None
 
 
