@@ -92,7 +92,7 @@ def plan_each_execution_when_asked(engine: Engine) -> None:
     literal and the rows it expects). Such statements are sent with this option: unnamed, each
     execution is a new statement to PostgreSQL, and a statement's first five executions are
     planned for their parameters, unless ``plan_cache_mode = force_generic_plan`` (which the read
-    path never sets).
+    path sets only after its statements sent with this option have run).
     """
     if not event.contains(engine, "do_execute", _execute_unprepared_if_asked):
         event.listen(engine, "do_execute", _execute_unprepared_if_asked)

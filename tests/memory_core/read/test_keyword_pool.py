@@ -10,6 +10,7 @@ keyword module's own pass makes, and the candidates must not change.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -134,7 +135,7 @@ def test_no_counts_when_the_pass_is_narrowed_by_a_session(read_ctx: ReadContext,
 
 
 @pytest.fixture
-def _nothing_remembered() -> Any:
+def _nothing_remembered() -> Iterator[None]:
     document_frequency_cache.clear()
     yield
     document_frequency_cache.clear()
