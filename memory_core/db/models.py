@@ -335,6 +335,17 @@ class MemoryFactEntityLink(Base):
         UniqueConstraint("fact_id", "entity_key", name="uq_fact_entity_links_fact_entity"),
         Index("ix_fact_entity_links_agent_entity", "agent_id", "entity_key"),
         Index("ix_fact_entity_links_fact", "fact_id"),
+        # Migration 0011: an entity's facts valid now, most important first (spreading, graph signal).
+        Index(
+            "ix_fact_entity_links_entity_ranked",
+            "agent_id",
+            "entity_key",
+            sql_text("fact_importance DESC"),
+            sql_text("fact_valid_from DESC"),
+            "fact_id",
+            postgresql_include=["fact_confidence"],
+            postgresql_where=sql_text("fact_valid_to IS NULL"),
+        ),
     )
 
     id: Mapped[uuid.UUID] = _pk()
@@ -342,6 +353,11 @@ class MemoryFactEntityLink(Base):
     entity_key: Mapped[str] = mapped_column(String(256))
     is_primary: Mapped[bool] = mapped_column(Boolean, server_default=sql_text("false"))
     agent_id: Mapped[str] = mapped_column(Text)
+    # Copies of the fact's ranking columns, kept by triggers (migration 0011): never written here.
+    fact_importance: Mapped[float | None] = mapped_column(Float)
+    fact_valid_from: Mapped[datetime | None] = mapped_column()
+    fact_valid_to: Mapped[datetime | None] = mapped_column()
+    fact_confidence: Mapped[float | None] = mapped_column(Float)
 
 
 class MemoryEntity(Base):

@@ -127,15 +127,17 @@ class TimeWindow:
     end: datetime
 
 
-def fact_validity_sql(alias: str, window: TimeWindow | None) -> str:
+def fact_validity_sql(alias: str, window: TimeWindow | None, *, prefix: str = "") -> str:
     """SQL condition selecting the facts (or edges) of ``alias`` valid now, or in ``window``.
 
     Binds ``:as_of_start`` / ``:as_of_end`` when ``window`` is given. An instant ``t`` means
-    ``valid_from <= t < coalesce(valid_to, infinity)``.
+    ``valid_from <= t < coalesce(valid_to, infinity)``. ``prefix`` names copies of the columns
+    (``fact_`` for a link's copy of its fact's validity).
     """
+    start, end = f"{alias}.{prefix}valid_from", f"{alias}.{prefix}valid_to"
     if window is None:
-        return f"{alias}.valid_to IS NULL"
-    return f"({alias}.valid_from <= :as_of_end AND ({alias}.valid_to IS NULL OR {alias}.valid_to > :as_of_start))"
+        return f"{end} IS NULL"
+    return f"({start} <= :as_of_end AND ({end} IS NULL OR {end} > :as_of_start))"
 
 
 def window_params(window: TimeWindow | None) -> dict[str, Any]:

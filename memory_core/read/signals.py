@@ -68,6 +68,7 @@ __all__ = [
     "SignalResult",
     "base_candidate",
     "fact_filter_sql",
+    "link_filter_sql",
     "run_signals",
     "start_indexed_semantic",
 ]
@@ -362,6 +363,28 @@ _GRAPH_LEVEL_FACTS_CTE = """
 
 _GRAPH_GATE = "AND (SELECT count(*) FROM ({found}) AS found) < :graph_limit AND f.id NOT IN ({found})"
 
+# The same from the links (every fact is linked to its own subject), which carry their fact's
+# ranking columns (migration 0011): each entity gives only its :graph_limit most important facts
+# not found before, the first entries of ix_fact_entity_links_entity_ranked. Exact: a fact an
+# entity leaves out is outranked by that many of the entity's facts, each on a path at least as
+# good, so it could not make the :graph_limit either (a common entity's hundreds of facts are
+# no longer read to keep a few; the facts themselves are not read at all).
+_GRAPH_LEVEL_LINKS_CTE = """
+{name} AS (
+    SELECT DISTINCT ON (t.id) t.id, g.key AS via_key, g.depth, g.strength, g.edge_time, t.importance, t.valid_from
+    FROM {level} g
+    CROSS JOIN LATERAL (
+        SELECT l.fact_id AS id, l.fact_importance AS importance, l.fact_valid_from AS valid_from
+        FROM memory_fact_entity_links l
+        WHERE l.agent_id = :agent AND l.entity_key = g.key AND {link_filter} {gate}
+        ORDER BY l.fact_importance DESC, l.fact_valid_from DESC, l.fact_id
+        LIMIT :graph_limit
+    ) t
+    ORDER BY t.id, g.depth, g.strength DESC
+)"""
+
+_GRAPH_LINK_GATE = "AND (SELECT count(*) FROM ({found}) AS found) < :graph_limit AND l.fact_id NOT IN ({found})"
+
 _GRAPH_FOUND_IDS = "SELECT id FROM {name}"
 _GRAPH_LEVEL_FACT_ROWS = "SELECT id, via_key, depth, strength, edge_time, importance, valid_from FROM {name}"
 
@@ -428,6 +451,17 @@ def fact_filter_sql(window: TimeWindow | None, *, session_filter: bool, entity_f
     return " AND ".join(parts)
 
 
+def link_filter_sql(window: TimeWindow | None, *, entity_filter: bool) -> str:
+    """:func:`fact_filter_sql` on a link's copy of its fact's columns (``memory_fact_entity_links l``).
+
+    Without the session condition: narrowed to a session, read the facts (their source event decides).
+    """
+    parts = [fact_validity_sql("l", window, prefix="fact_"), "l.fact_confidence >= :min_confidence"]
+    if entity_filter:
+        parts.append("l.fact_id IN (SELECT id FROM eligible)")
+    return " AND ".join(parts)
+
+
 def _fact_filter(request: SignalRequest) -> str:
     return fact_filter_sql(
         request.window,
@@ -460,14 +494,20 @@ def _graph_ctes(request: SignalRequest, fact_filter: str) -> list[str]:
         previous, previous_depth = name, depth
     # The query's own entities (depth 0) come before the primed neighbours (depth 1): two levels.
     levels = ["(SELECT * FROM g0 WHERE depth = 0)", "(SELECT * FROM g0 WHERE depth = 1)", *levels[1:]]
+    # Narrowed to a session, a fact's source event decides: the facts themselves are read.
+    from_links = request.session_id is None
+    link_filter = link_filter_sql(request.window, entity_filter=request.filter_keys is not None)
     fact_levels: list[str] = []
     for index, level in enumerate(levels):
         name = f"graph_lvl{index}"
         gate = ""
         if fact_levels:
             found = " UNION ALL ".join(_GRAPH_FOUND_IDS.format(name=earlier) for earlier in fact_levels)
-            gate = _GRAPH_GATE.format(found=found)
-        ctes.append(_GRAPH_LEVEL_FACTS_CTE.format(name=name, level=level, fact_filter=fact_filter, gate=gate))
+            gate = (_GRAPH_LINK_GATE if from_links else _GRAPH_GATE).format(found=found)
+        if from_links:
+            ctes.append(_GRAPH_LEVEL_LINKS_CTE.format(name=name, level=level, link_filter=link_filter, gate=gate))
+        else:
+            ctes.append(_GRAPH_LEVEL_FACTS_CTE.format(name=name, level=level, fact_filter=fact_filter, gate=gate))
         fact_levels.append(name)
     levels_sql = " UNION ALL ".join(_GRAPH_LEVEL_FACT_ROWS.format(name=name) for name in fact_levels)
     ctes.append(_GRAPH_FACTS_CTE.format(levels=levels_sql))

@@ -41,7 +41,14 @@ from memory_core.read.compress import ClusterInfo, ContextPattern
 from memory_core.read.entities import TimeWindow, fact_validity_sql, window_params
 from memory_core.read.focus import MIN_SPECIFICITY, specificity
 from memory_core.read.rank import Candidate, compute_dynamic_importance
-from memory_core.read.signals import ELIGIBLE_CTE, FACT_COLUMNS, USAGE_JOIN, base_candidate, fact_filter_sql
+from memory_core.read.signals import (
+    ELIGIBLE_CTE,
+    FACT_COLUMNS,
+    USAGE_JOIN,
+    base_candidate,
+    fact_filter_sql,
+    link_filter_sql,
+)
 
 __all__ = [
     "SPREADING_SEED_FACTS",
@@ -120,6 +127,28 @@ lvl{level} AS (
 _LEVEL_ROWS = "SELECT key, origin, {level} AS level FROM lvl{level}"
 _LEVEL_KEYS = "SELECT key FROM lvl{level}"
 
+# An entity's facts to spread to: its links (every fact is linked to its own subject) carry the
+# fact's ranking columns, so its most important facts valid now are the first entries of
+# ix_fact_entity_links_entity_ranked (migration 0011) and no fact is read to be thrown away.
+_ENTITY_TOP_LINKS = """
+        SELECT l.fact_id AS id FROM memory_fact_entity_links l
+        WHERE l.agent_id = :agent AND l.entity_key = lv.key AND {link_filter}
+          AND l.fact_id <> ALL(CAST(:seed_ids AS uuid[]))
+        ORDER BY l.fact_importance DESC, l.fact_valid_from DESC, l.fact_id
+        LIMIT :fetch"""
+
+# Narrowed to a session, a fact's source event decides, so the facts themselves are read.
+_ENTITY_TOP_FACTS = """
+        SELECT f.id FROM memory_facts f
+        WHERE f.id IN (
+                SELECT l.fact_id FROM memory_fact_entity_links l WHERE l.agent_id = :agent AND l.entity_key = lv.key
+                UNION
+                SELECT f1.id FROM memory_facts f1 WHERE f1.agent_id = :agent AND f1.entity_key = lv.key
+              )
+          AND {fact_filter} AND f.id <> ALL(CAST(:seed_ids AS uuid[]))
+        ORDER BY f.importance DESC, f.valid_from DESC, f.id
+        LIMIT :fetch"""
+
 _HITS_SQL = """
 levels AS ({levels}),
 sized_levels AS (
@@ -134,17 +163,7 @@ entity_hits AS (
         SELECT * FROM sized_levels
         WHERE CAST(:max_via_facts AS int) IS NULL OR via_facts IS NULL OR via_facts <= :max_via_facts
     ) lv
-    CROSS JOIN LATERAL (
-        SELECT f.id FROM memory_facts f
-        WHERE f.id IN (
-                SELECT l.fact_id FROM memory_fact_entity_links l WHERE l.agent_id = :agent AND l.entity_key = lv.key
-                UNION
-                SELECT f1.id FROM memory_facts f1 WHERE f1.agent_id = :agent AND f1.entity_key = lv.key
-              )
-          AND {fact_filter} AND f.id <> ALL(CAST(:seed_ids AS uuid[]))
-        ORDER BY f.importance DESC, f.valid_from DESC, f.id
-        LIMIT :fetch
-    ) x
+    CROSS JOIN LATERAL ({entity_facts}) x
 ),
 cluster_hits AS (
     SELECT 1 AS level, 'cluster:' || CAST(c.cluster_id AS text) AS via, c.origin, x.id,
@@ -257,6 +276,11 @@ def spread_activation(
         levels.append(_LEVEL_ROWS.format(level=level))
         visited.append(_LEVEL_KEYS.format(level=level))
     fact_filter = fact_filter_sql(window, session_filter=session_id is not None, entity_filter=filter_keys is not None)
+    if session_id is None:
+        link_filter = link_filter_sql(window, entity_filter=filter_keys is not None)
+        entity_facts = _ENTITY_TOP_LINKS.format(link_filter=link_filter)
+    else:
+        entity_facts = _ENTITY_TOP_FACTS.format(fact_filter=fact_filter)
     similarity = "NULL::float8"
     if query_vector is not None:
         params["vec"] = vector_param(query_vector)
@@ -267,6 +291,7 @@ def spread_activation(
         + ",\n"
         + _HITS_SQL.format(
             levels=" UNION ALL ".join(levels),
+            entity_facts=entity_facts.strip(),
             fact_filter=fact_filter,
             fact_columns=FACT_COLUMNS,
             usage_join=USAGE_JOIN,

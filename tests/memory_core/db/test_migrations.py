@@ -223,3 +223,69 @@ def test_retrieval_counters_move_to_the_usage_table_and_back(services: TestServi
         assert "memory_fact_usage" not in inspect(engine).get_table_names()
     finally:
         engine.dispose()
+
+
+def test_links_carry_their_facts_ranking_columns_and_follow_their_changes(services: TestServices) -> None:
+    url = services.new_database()
+    settings = load_settings(database_url=url, embedding_dimensions=384)
+    engine = create_engine(url)
+    insert_fact = text(
+        "INSERT INTO memory_facts (agent_id, entity_type, entity_key, fact_text, importance, confidence, valid_from) "
+        "VALUES ('agent-links', 'person', 'person:ana', :text, :importance, 0.9, :at) RETURNING id"
+    )
+    insert_link = text(
+        "INSERT INTO memory_fact_entity_links (fact_id, entity_key, is_primary, agent_id) "
+        "VALUES (:fact, :key, :primary, 'agent-links')"
+    )
+    copies = text(
+        "SELECT entity_key, fact_importance, fact_valid_from, fact_valid_to, fact_confidence "
+        "FROM memory_fact_entity_links WHERE fact_id = :fact ORDER BY entity_key"
+    )
+    start = datetime(2026, 10, 1, 9, tzinfo=UTC)
+    try:
+        upgrade(settings, "0010")
+        with engine.begin() as conn:
+            before = conn.execute(insert_fact, {"text": "Ana mora em Recife", "importance": 0.4, "at": start}).scalar()
+            conn.execute(insert_link, {"fact": before, "key": "person:ana", "primary": True})
+            conn.execute(insert_link, {"fact": before, "key": "place:recife", "primary": False})
+        upgrade(settings)
+        with engine.begin() as conn:
+            # Links written before the upgrade got their fact's columns.
+            assert [tuple(row) for row in conn.execute(copies, {"fact": before})] == [
+                ("person:ana", 0.4, start, None, 0.9),
+                ("place:recife", 0.4, start, None, 0.9),
+            ]
+            after = conn.execute(insert_fact, {"text": "Ana gosta de frevo", "importance": 0.7, "at": start}).scalar()
+            conn.execute(insert_link, {"fact": after, "key": "person:ana", "primary": True})
+            assert [tuple(row) for row in conn.execute(copies, {"fact": after})] == [
+                ("person:ana", 0.7, start, None, 0.9)
+            ]
+            # A fact closed, re-weighed or doubted: every link of it follows.
+            closed = datetime(2026, 11, 1, 9, tzinfo=UTC)
+            conn.execute(
+                text("UPDATE memory_facts SET valid_to = :at, importance = 0.2, confidence = 0.3 WHERE id = :fact"),
+                {"at": closed, "fact": before},
+            )
+            assert [tuple(row) for row in conn.execute(copies, {"fact": before})] == [
+                ("person:ana", 0.2, start, closed, 0.3),
+                ("place:recife", 0.2, start, closed, 0.3),
+            ]
+            # Other columns leave the links alone; the other fact's link did not move.
+            conn.execute(
+                text("UPDATE memory_facts SET fact_text = 'Ana adora frevo' WHERE id = :fact"), {"fact": after}
+            )
+            assert [tuple(row) for row in conn.execute(copies, {"fact": after})] == [
+                ("person:ana", 0.7, start, None, 0.9)
+            ]
+        indexes = {index["name"] for index in inspect(engine).get_indexes("memory_fact_entity_links")}
+        assert "ix_fact_entity_links_entity_ranked" in indexes
+
+        downgrade(settings, "0010")
+        columns = {column["name"] for column in inspect(engine).get_columns("memory_fact_entity_links")}
+        assert not {column for column in columns if column.startswith("fact_") and column != "fact_id"}
+        with engine.begin() as conn:
+            # Without the triggers, facts and links are written as before.
+            conn.execute(text("UPDATE memory_facts SET importance = 0.5 WHERE id = :fact"), {"fact": after})
+            conn.execute(insert_link, {"fact": after, "key": "music:frevo", "primary": False})
+    finally:
+        engine.dispose()

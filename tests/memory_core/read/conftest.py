@@ -43,6 +43,10 @@ class MemoryBuilder:
         with self.engine.connect() as connection:
             return list(connection.execute(text(sql), {"agent": self.agent_id, **params}).all())
 
+    def execute(self, sql: str, **params: Any) -> None:
+        """Run a writing statement and commit it (``:agent`` is this builder's agent unless given)."""
+        self._run(sql, {"agent": self.agent_id, **params})
+
     def entity(
         self,
         name: str,

@@ -125,3 +125,57 @@ def test_an_entity_too_broad_to_carry_activation_is_not_spread_into(
     with read_ctx.sessions() as session:
         seeds_behaviour = spread_activation(session, memory.agent_id, [(ids["seed"], 0.8)], flat, now=now)
     assert carolina in seeds_behaviour.entities_explored
+
+
+def _ana_with_eight_facts(memory: MemoryBuilder) -> tuple[str, str, list[str]]:
+    """Marcos's seed fact linked to Ana, and Ana's eight facts, least important first (0.1 ... 0.8)."""
+    marcos = memory.entity("Marcos Tavares")
+    ana = memory.entity("Ana")
+    seed = memory.fact("Marcos Tavares é amigo da Ana", marcos, links=[ana], importance=0.9)
+    facts = [memory.fact(f"Ana visitou a cidade número {n}", ana, importance=n / 10) for n in range(1, 9)]
+    return seed, ana, facts
+
+
+def _change_facts(memory: MemoryBuilder, facts: list[str]) -> None:
+    # After their links were written, as the write path and the maintenance jobs change facts:
+    # the least important becomes the most, the most important is superseded, the next is doubted.
+    memory.execute("UPDATE memory_facts SET importance = 0.99 WHERE id = CAST(:id AS uuid)", id=facts[0])
+    memory.execute("UPDATE memory_facts SET valid_to = now() WHERE id = CAST(:id AS uuid)", id=facts[7])
+    memory.execute("UPDATE memory_facts SET confidence = 0.2 WHERE id = CAST(:id AS uuid)", id=facts[6])
+
+
+def test_an_entitys_facts_are_spread_to_by_their_current_importance_validity_and_confidence(
+    read_ctx: ReadContext, memory: MemoryBuilder
+) -> None:
+    seed, ana, facts = _ana_with_eight_facts(memory)
+    _change_facts(memory, facts)
+    with read_ctx.sessions() as session:
+        result = spread_activation(session, memory.agent_id, [(seed, 0.8)], read_ctx.base_config, now=datetime.now(UTC))
+    # Ana's three strongest facts now: the one raised to 0.99, then 0.6 and 0.5 (0.8 closed, 0.7 doubted).
+    reached = [candidate.fact_id for candidate in result.candidates if candidate.fact_id in facts]
+    assert set(reached) == {facts[0], facts[5], facts[4]}
+    assert ana in result.entities_explored
+
+
+def test_the_graph_signal_takes_an_entitys_facts_by_their_current_importance_validity_and_confidence(
+    read_ctx: ReadContext, memory: MemoryBuilder
+) -> None:
+    from memory_core.read.signals import GraphNode, SignalRequest, run_signals
+
+    seed, ana, facts = _ana_with_eight_facts(memory)
+    _change_facts(memory, facts)
+    config = read_ctx.base_config.model_copy(update={"graph_max_facts": 3})
+    with read_ctx.sessions() as session:
+        result = run_signals(
+            session,
+            SignalRequest(
+                agent_id=memory.agent_id,
+                config=config,
+                now=datetime.now(UTC),
+                graph_nodes=[GraphNode(key=ana, depth=0)],
+                agent_facts=10,
+            ),
+        )
+    graph = {candidate.fact_id for candidate in result.candidates if "graph" in candidate.sources}
+    # Ana's three strongest facts now: the one raised to 0.99, Marcos's (0.9, linked to her), then 0.6.
+    assert graph == {facts[0], seed, facts[5]}
