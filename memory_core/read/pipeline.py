@@ -28,6 +28,7 @@ from concurrent.futures import Future, wait
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, TypeVar
 
 from sqlalchemy import text
@@ -57,6 +58,7 @@ from memory_core.read.keywords import counts_to_fold, keyword_weights, reweigh_k
 from memory_core.read.planner import RetrievalPlan, finalize_plan, plan_retrieval
 from memory_core.read.rank import RankedFact, merge_candidates, rank_candidates, sort_ranked
 from memory_core.read.rank import select_final as select_final_facts
+from memory_core.read.read_transaction import begin_read
 from memory_core.read.rerank import RerankOutcome, rerank
 from memory_core.read.schemas import RetrievedEvent, RetrieveResult, ScoredFact
 from memory_core.read.side_reads import SideSubmit
@@ -81,9 +83,6 @@ __all__ = ["AsOf", "RetrievalRequestError", "retrieve", "to_window"]
 logger = logging.getLogger(__name__)
 
 AsOf = datetime | tuple[datetime, datetime]
-
-# Reads never run longer than this; a runaway query degrades to an empty result instead.
-READ_STATEMENT_TIMEOUT_MS = 15_000
 
 T = TypeVar("T")
 
@@ -180,36 +179,10 @@ def _optional(run: _Run, session: Session, *, stage: str, consequence: str, work
         run.degrade(stage, error, consequence)
         # The failed statement aborted the transaction; the next stages read in a fresh one.
         session.rollback()
-        _begin_read(session)
+        begin_read(session)
         return default
     finally:
         run.timed(stage, started)
-
-
-# Bitmaps of a large agent's keyword or graph matches stay exact (not lossy) within this memory.
-READ_WORK_MEM = "32MB"
-
-# Sent as one simple-protocol message (no parameters): one round trip for every setting.
-# plan_cache_mode auto (PostgreSQL's default, set so that a server configured otherwise does not
-# change it): read statements are prepared (psycopg, after their 5th use on a connection), and
-# after five plans made for their parameters PostgreSQL keeps one generic plan when it costs no
-# more: the small lookups by agent and key stop being planned again (planning was a third of a
-# small agent's retrieve in the database). The statements whose plan depends on the agent asked
-# (the signal statement, a large agent's keyword counts, the graph expansion) are sent
-# unprepared and planned for their parameters every time (memory_core.db.engine.PLAN_EACH_EXECUTION).
-# max_parallel_workers_per_gather: a retrieval's statements read a few thousand rows at most;
-# starting a parallel worker for one of them cost more than it saved (a 3 ms keyword scan took
-# 17 ms behind its Gather at 100,000 facts), and under concurrent retrievals every core is busy anyway.
-_BEGIN_READ = text(
-    f"SET TRANSACTION READ ONLY; SET LOCAL statement_timeout = {int(READ_STATEMENT_TIMEOUT_MS)}; "
-    f"SET LOCAL work_mem = '{READ_WORK_MEM}'; SET LOCAL plan_cache_mode = auto; "
-    "SET LOCAL max_parallel_workers_per_gather = 0"
-)
-
-
-def _begin_read(session: Session) -> None:
-    """Make the current transaction read-only and bounded in time (reads must never write or hang)."""
-    session.execute(_BEGIN_READ)
 
 
 # The statements after the signals (relevant conversations, spreading activation, patterns) look
@@ -238,8 +211,8 @@ def _side_submit(run: _Run) -> SideSubmit | None:
     if side_reads is None or side_reads.connections <= 0:
         return None
 
-    def submit(work: Callable[[Session], T]) -> Future[T] | None:
-        return side_reads.submit(work, begin=_begin_read)
+    def submit(work: Callable[[Session], T], *, ef_search: int | None = None) -> Future[T] | None:
+        return side_reads.submit(work, begin=partial(begin_read, ef_search=ef_search))
 
     return submit
 
@@ -298,7 +271,7 @@ def _keyword_idf(
 
 
 def _read(run: _Run, session: Session, vector: list[float] | None) -> _ReadOutcome:
-    _begin_read(session)
+    begin_read(session)
     started = time.perf_counter()
     # An agent with a vector index of its own is searched through it whatever its size: its
     # facts need not be counted (a bounded scan of up to 20,000 index entries otherwise).

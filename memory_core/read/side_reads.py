@@ -46,9 +46,12 @@ T = TypeVar("T")
 
 
 class SideSubmit(Protocol):
-    """Start ``work`` on a side connection in a read transaction; ``None`` when none is free."""
+    """Start ``work`` on a side connection in a read transaction; ``None`` when none is free.
 
-    def __call__(self, work: Callable[[Session], T]) -> Future[T] | None: ...
+    ``ef_search`` is set for the transaction as it opens (a semantic search through an HNSW index).
+    """
+
+    def __call__(self, work: Callable[[Session], T], *, ef_search: int | None = None) -> Future[T] | None: ...
 
 
 def _default_max_busy() -> int:
@@ -107,7 +110,10 @@ class SideReads:
                 self._busy -= 1
 
     def submit(self, work: Callable[[Session], T], *, begin: Callable[[Session], None]) -> Future[T] | None:
-        """Start ``work(session)`` on a side connection; ``None`` when none is free (run it in line)."""
+        """Start ``work(session)`` on a side connection; ``None`` when none is free (run it in line).
+
+        ``begin(session)`` makes the transaction a read transaction (its settings); it is committed after ``work``.
+        """
         if self.connections <= 0 or self._busy > self.max_busy or not self._permits.acquire(blocking=False):
             return None
         try:

@@ -866,7 +866,8 @@ def start_indexed_semantic(request: SignalRequest, side: SideSubmit) -> Future[l
     """
     if request.query_vector is None or request.filter_keys is not None:
         return None
-    return side(_semantic_work(request, "agent_index", _agent_index_ef_search(_semantic_wanted(request.config))))
+    ef_search = _agent_index_ef_search(_semantic_wanted(request.config))
+    return side(_semantic_work(request, "agent_index"), ef_search=ef_search)
 
 
 def _semantic_wanted(config: MemoryConfig) -> int:
@@ -888,13 +889,11 @@ def _semantic_only(request: SignalRequest) -> SignalRequest:
     )
 
 
-def _semantic_work(
-    request: SignalRequest, strategy: VectorStrategy | None, ef_search: int
-) -> Callable[[Session], list[Any]]:
+def _semantic_work(request: SignalRequest, strategy: VectorStrategy | None) -> Callable[[Session], list[Any]]:
     def semantic_rows(side_session: Session) -> list[Any]:
         # Built on the side thread: a refused side read (busy process) costs no statement text.
         sem_sql, sem_params = _statement(_semantic_only(request), strategy)
-        _set_ef_search(side_session, ef_search)
+        # ef_search was set as the side transaction opened (SideSubmit): no round trip here.
         return list(side_session.execute(compact_sql(sem_sql), sem_params, execution_options=PLANNED_EACH_TIME).all())
 
     return semantic_rows
@@ -915,7 +914,7 @@ def _side_by_side_rows(
     if future is None:
         if side is None or not rest_sql:
             return None  # no side connections, or semantic search alone: nothing to run beside it
-        future = side(_semantic_work(request, strategy, ef_search))
+        future = side(_semantic_work(request, strategy), ef_search=ef_search)
         if future is None:
             return None  # every side connection is busy: one statement, as for a small agent
     try:

@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ from memory_core.read.agent_index import (
 )
 from memory_core.read.context import ReadContext, build_read_context
 from memory_core.read.pipeline import retrieve
+from memory_core.read.read_transaction import begin_read
 from memory_core.read.side_reads import SideReads
 from memory_core.read.signals import SignalRequest, run_signals
 from memory_core.settings import load_settings
@@ -411,8 +413,9 @@ def test_a_large_agents_semantic_search_runs_beside_the_other_signals_and_finds_
     assert side is not None
     assert side.connections > 0
 
-    def submit(work: Any) -> Any:
-        return side.submit(work, begin=lambda session: None)
+    def submit(work: Any, *, ef_search: int | None = None) -> Any:
+        # ``begin`` makes it a read transaction and sets ef_search, as the read pipeline's does.
+        return side.submit(work, begin=partial(begin_read, ef_search=ef_search))
 
     for seed in range(5):
         request = SignalRequest(

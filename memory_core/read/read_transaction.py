@@ -1,0 +1,57 @@
+"""The read transaction every retrieval statement runs in: read-only and bounded in time.
+
+:func:`begin_read` sends every setting as one simple-protocol message (one round trip), the HNSW
+``ef_search`` of a side connection's semantic search included: set apart, it was a round trip
+more on the critical path of a large agent's retrieve (0.3-0.4 ms on a slow machine). Sending the
+``BEGIN`` in that message too (sessions in autocommit, which open the transaction themselves) was
+measured and not kept: switching a pooled connection's autocommit at every checkout costs the
+client what the round trip saved.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from sqlalchemy import TextClause, text
+from sqlalchemy.orm import Session
+
+__all__ = ["READ_STATEMENT_TIMEOUT_MS", "READ_WORK_MEM", "begin_read"]
+
+# Reads never run longer than this; a runaway query degrades to an empty result instead.
+READ_STATEMENT_TIMEOUT_MS = 15_000
+
+# Bitmaps of a large agent's keyword or graph matches stay exact (not lossy) within this memory.
+READ_WORK_MEM = "32MB"
+
+# plan_cache_mode auto (PostgreSQL's default, set so that a server configured otherwise does not
+# change it): read statements are prepared (psycopg, after their 5th use on a connection), and
+# after five plans made for their parameters PostgreSQL keeps one generic plan when it costs no
+# more: the small lookups by agent and key stop being planned again (planning was a third of a
+# small agent's retrieve in the database). The statements whose plan depends on the agent asked
+# (the signal statement, a large agent's keyword counts, the graph expansion) are sent
+# unprepared and planned for their parameters every time (memory_core.db.engine.PLAN_EACH_EXECUTION).
+# max_parallel_workers_per_gather: a retrieval's statements read a few thousand rows at most;
+# starting a parallel worker for one of them cost more than it saved (a 3 ms keyword scan took
+# 17 ms behind its Gather at 100,000 facts), and under concurrent retrievals every core is busy anyway.
+_BEGIN_READ = (
+    f"SET TRANSACTION READ ONLY; SET LOCAL statement_timeout = {int(READ_STATEMENT_TIMEOUT_MS)}; "
+    f"SET LOCAL work_mem = '{READ_WORK_MEM}'; SET LOCAL plan_cache_mode = auto; "
+    "SET LOCAL max_parallel_workers_per_gather = 0"
+)
+
+
+@lru_cache(maxsize=16)
+def _begin_statement(ef_search: int | None) -> TextClause:
+    # One text per setting: SQLAlchemy caches each compiled once.
+    if ef_search is None:
+        return text(_BEGIN_READ)
+    return text(f"{_BEGIN_READ}; SET LOCAL hnsw.ef_search = {int(ef_search)}")
+
+
+def begin_read(session: Session, *, ef_search: int | None = None) -> None:
+    """Make ``session``'s transaction read-only and bounded in time (reads must never write or hang).
+
+    ``ef_search`` sets the HNSW candidate list of the transaction's vector index scans (a side
+    connection's semantic search) in the same round trip.
+    """
+    session.execute(_begin_statement(ef_search))
