@@ -15,7 +15,7 @@ from functools import lru_cache
 from sqlalchemy import TextClause, text
 from sqlalchemy.orm import Session
 
-__all__ = ["READ_STATEMENT_TIMEOUT_MS", "READ_WORK_MEM", "begin_read"]
+__all__ = ["READ_STATEMENT_TIMEOUT_MS", "READ_WORK_MEM", "begin_read", "set_ef_search"]
 
 # Reads never run longer than this; a runaway query degrades to an empty result instead.
 READ_STATEMENT_TIMEOUT_MS = 15_000
@@ -40,12 +40,17 @@ _BEGIN_READ = (
 )
 
 
+def _ef_search_setting(ef_search: int) -> str:
+    # SET LOCAL: the raised ef_search ends with the read transaction.
+    return f"SET LOCAL hnsw.ef_search = {int(ef_search)}"
+
+
 @lru_cache(maxsize=16)
 def _begin_statement(ef_search: int | None) -> TextClause:
     # One text per setting: SQLAlchemy caches each compiled once.
     if ef_search is None:
         return text(_BEGIN_READ)
-    return text(f"{_BEGIN_READ}; SET LOCAL hnsw.ef_search = {int(ef_search)}")
+    return text(f"{_BEGIN_READ}; {_ef_search_setting(ef_search)}")
 
 
 def begin_read(session: Session, *, ef_search: int | None = None) -> None:
@@ -55,3 +60,8 @@ def begin_read(session: Session, *, ef_search: int | None = None) -> None:
     connection's semantic search) in the same round trip.
     """
     session.execute(_begin_statement(ef_search))
+
+
+def set_ef_search(session: Session, ef_search: int) -> None:
+    """Set the HNSW candidate list for the rest of ``session``'s read transaction (a search in line)."""
+    session.execute(text(_ef_search_setting(ef_search)))

@@ -54,6 +54,7 @@ from memory_core.read.agent_index import agent_indexes, agent_literal, database_
 from memory_core.read.entities import TimeWindow, fact_validity_sql, window_params
 from memory_core.read.planner import fold_words, keyword_haystack_sql, match_forms
 from memory_core.read.rank import AGGREGATION_KEYWORD_SCORE, Candidate, graph_score, merge_candidates
+from memory_core.read.read_transaction import set_ef_search
 from memory_core.read.side_reads import SideSubmit
 from memory_core.read.term_stats import estimated_share, term_stats
 
@@ -823,7 +824,7 @@ def run_signals(
         result.statements = 2
     else:
         if ef_search:
-            _set_ef_search(session, ef_search)
+            set_ef_search(session, ef_search)
         sql, params = _statement(request, strategy)
         rows = []
         # Planned for this agent every time: the best plan depends on it (an exact scan of a small
@@ -876,11 +877,6 @@ def _semantic_wanted(config: MemoryConfig) -> int:
 
 def _agent_index_ef_search(wanted: int) -> int:
     return min(_HNSW_EF_SEARCH_MAX, max(AGENT_INDEX_EF_SEARCH, wanted * AGENT_INDEX_OVERFETCH))
-
-
-def _set_ef_search(session: Session, ef_search: int) -> None:
-    # SET LOCAL: the raised ef_search ends with this read transaction.
-    session.execute(sql_text(f"SET LOCAL hnsw.ef_search = {int(ef_search)}"))
 
 
 def _semantic_only(request: SignalRequest) -> SignalRequest:
