@@ -72,13 +72,30 @@ def accept_messages(
     *,
     import_id: uuid.UUID | None = None,
 ) -> list[AcceptedMessage]:
-    """Insert events and runs for ``messages`` (in the caller's transaction), in input order.
+    """Insert events and runs for ``messages`` of one agent (in the caller's transaction), in input order.
 
     The events and runs are inserted by one statement, so a session in autocommit mode gets
     the same all-or-nothing insert without a transaction around it.
     """
+    return accept_agent_messages(session, [(agent_id, message) for message in messages], import_id=import_id)
+
+
+def accept_agent_messages(
+    session: Session,
+    items: Sequence[tuple[str, IncomingMessage]],
+    *,
+    import_id: uuid.UUID | None = None,
+) -> list[AcceptedMessage]:
+    """Insert events and runs for ``(agent_id, message)`` pairs of any agents, in input order.
+
+    One statement for all of them (the API writes the single messages of concurrent requests
+    together, :mod:`api.event_writer`). A ``message_id`` already known for its agent, or sent
+    twice among ``items``, keeps the first event: the later ones return it and create nothing.
+    """
     now = datetime.now(UTC)
-    planned: list[tuple[uuid.UUID, IncomingMessage]] = [(uuid.uuid4(), message) for message in messages]
+    planned: list[tuple[uuid.UUID, str, IncomingMessage]] = [
+        (uuid.uuid4(), agent_id, message) for agent_id, message in items
+    ]
     inserted: set[uuid.UUID] = set()
     if planned:
         rows = [
@@ -95,30 +112,37 @@ def accept_messages(
                 "options": message.options,
                 "position": position,
             }
-            for position, (event_id, message) in enumerate(planned)
+            for position, (event_id, agent_id, message) in enumerate(planned)
         ]
         # One cached statement and one round trip, whatever the batch size: events and their
         # runs are inserted together; a known (agent_id, message_id) inserts neither. Rows are
         # inserted in input order, so each takes its seq (column default) in the order sent.
         inserted = set(session.execute(_INSERT_EVENTS_AND_RUNS, {"rows": orjson.dumps(rows).decode()}).scalars())
 
-    known: dict[str, tuple[uuid.UUID, str]] = {}
-    duplicate_ids = [message.message_id for event_id, message in planned if event_id not in inserted]
-    if duplicate_ids:
+    duplicates = {(agent_id, message.message_id) for event_id, agent_id, message in planned if event_id not in inserted}
+    known: dict[tuple[str, str], tuple[uuid.UUID, str]] = {}
+    if duplicates:
         found = session.execute(
-            select(MemoryEvent.message_id, MemoryEvent.id, PipelineRun.status)
+            select(MemoryEvent.agent_id, MemoryEvent.message_id, MemoryEvent.id, PipelineRun.status)
             .join(PipelineRun, PipelineRun.event_id == MemoryEvent.id, isouter=True)
-            .where(MemoryEvent.agent_id == agent_id, MemoryEvent.message_id.in_(duplicate_ids))
+            .where(
+                MemoryEvent.agent_id.in_(sorted({agent_id for agent_id, _ in duplicates})),
+                MemoryEvent.message_id.in_(sorted({str(message_id) for _, message_id in duplicates})),
+            )
         ).all()
-        known = {message_id: (event_id, status or "received") for message_id, event_id, status in found if message_id}
+        known = {
+            (agent_id, message_id): (event_id, status or "received")
+            for agent_id, message_id, event_id, status in found
+            if message_id and (agent_id, message_id) in duplicates
+        }
 
     accepted: list[AcceptedMessage] = []
-    for event_id, message in planned:
+    for event_id, agent_id, message in planned:
         if event_id in inserted:
             accepted.append(AcceptedMessage(event_id=event_id, created=True, status="received"))
         else:
             assert message.message_id is not None, "only a known message_id can make an insert a no-op"
-            existing_id, status = known[message.message_id]
+            existing_id, status = known[(agent_id, message.message_id)]
             accepted.append(AcceptedMessage(event_id=existing_id, created=False, status=status))
     return accepted
 
