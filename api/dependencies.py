@@ -25,11 +25,13 @@ from starlette.responses import JSONResponse
 
 from api.auth import SECURITY_SCHEME, SECURITY_SCHEME_NAME, encode_keys
 from api.errors import ApiError, raise_for_pydantic
+from api.event_writer import EventWriter
 from api.schemas import OverrideChecker
 from memory_core.config import MemoryConfig
 from memory_core.db.engine import create_db_engine, create_session_factory
 from memory_core.settings import Settings
 from memory_core.write.context import WriteContext, build_write_context
+from memory_core.write.intake import AcceptedMessage, IncomingMessage, accept_agent_messages
 from workers.celery_app import create_celery_app
 from workers.intake import IntakeQueue
 from workers.tasks.pipeline import enqueue_events
@@ -65,9 +67,19 @@ class ApiState:
     body_cap: int
     import_body_cap: int
     intake: IntakeQueue | None = None
+    event_writer: EventWriter = field(init=False, repr=False)
     _write_context: WriteContext | None = field(default=None, repr=False)
     _read_context: ReadContext | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def __post_init__(self) -> None:
+        self.event_writer = EventWriter(self._write_single_messages, self.enqueue_single)
+
+    def _write_single_messages(self, items: Sequence[tuple[str, IncomingMessage]]) -> list[AcceptedMessage]:
+        # One statement, atomic on its own: no transaction around it, so no BEGIN and COMMIT
+        # round trips.
+        with self.statement_sessions() as session:
+            return accept_agent_messages(session, items)
 
     def write_context(self) -> WriteContext:
         """The dry-run context (providers, skills, a small pool of its own), built once."""
@@ -138,6 +150,7 @@ class ApiState:
 
     def close(self) -> None:
         """Release the pools (database, dry-run and read contexts, broker connections)."""
+        self.event_writer.close()
         self.engine.dispose()
         if self.intake is not None:
             self.intake.close()

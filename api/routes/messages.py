@@ -1,11 +1,13 @@
 """``POST /v1/agents/{agent_id}/messages`` (one message) and ``.../messages/batch`` (up to 1,000).
 
-Both store the events and their runs in one transaction, commit, answer, and only then publish
-the pipeline: a worker never looks for an event that is not committed, the caller does not wait
-for the broker, and an event is never lost to a broker outage or to a process that dies between
-the answer and the publish (the sweeper re-enqueues idle runs). A single message is queued for a collector
-that starts it in a chunk with its neighbours in time (:mod:`workers.intake`). The single-message handler is on the hot
-path: it parses once, builds nothing it could reuse and makes no extra round trip.
+Both store the events and their runs, commit, answer, and only then publish the pipeline: a
+worker never looks for an event that is not committed, the caller does not wait for the
+broker, and an event is never lost to a broker outage or to a process that dies between the
+answer and the publish (the sweeper re-enqueues idle runs). A single message is written
+together with those of concurrent requests (one statement, one commit: :mod:`api.event_writer`)
+and queued for a collector that starts it in a chunk with its neighbours in time
+(:mod:`workers.intake`). The single-message handler is on the hot path: it runs on the event
+loop, parses once and builds nothing it could reuse.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Request
+from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse
 
 from api.auth import require_api_key
@@ -75,7 +78,7 @@ def cap_warnings(warnings: list[str]) -> list[str]:
     openapi_extra=body_doc(MessageIn),
     summary="Send one message",
 )
-def post_message(request: Request, agent_id: AgentId, body: JsonBody) -> JSONResponse:
+async def post_message(request: Request, agent_id: AgentId, body: JsonBody) -> JSONResponse:
     """Store a message as an event and queue its processing; answers at once with the event id.
 
     The same ``message_id`` again for the agent returns the first event (200, ``duplicate``) and
@@ -92,19 +95,17 @@ def post_message(request: Request, agent_id: AgentId, body: JsonBody) -> JSONRes
     )
     incoming = messages[0]
     if payload.dry_run:
-        return _dry_run(state, agent_id, incoming, warnings)
-    # The event and its run are inserted by one statement, atomic on its own: no transaction
-    # around it, so no BEGIN and COMMIT round trips on the hot path.
-    with state.statement_sessions() as session:
-        accepted = accept_messages(session, agent_id, messages)[0]
-    event_id = str(accepted.event_id)
-    if not accepted.created:
-        return answer(200, {"event_id": event_id, "status": accepted.status, "duplicate": True, "warnings": warnings})
-    return answer(
-        202,
-        {"event_id": event_id, "status": accepted.status, "duplicate": False, "warnings": warnings},
-        then=lambda: state.enqueue_single((event_id,)),
-    )
+        return await run_in_threadpool(_dry_run, state, agent_id, incoming, warnings)
+    # Written with the messages of concurrent requests in one statement and one commit, then
+    # published (api.event_writer): the handler never leaves the event loop.
+    accepted = await state.event_writer.accept(agent_id, incoming)
+    content = {
+        "event_id": str(accepted.event_id),
+        "status": accepted.status,
+        "duplicate": not accepted.created,
+        "warnings": warnings,
+    }
+    return answer(202 if accepted.created else 200, content)
 
 
 def _dry_run(state: ApiState, agent_id: str, incoming: IncomingMessage, warnings: list[str]) -> JSONResponse:

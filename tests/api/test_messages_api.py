@@ -6,6 +6,7 @@ to the broker. Every refused request is checked to have stored nothing for its a
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import threading
@@ -212,6 +213,59 @@ def test_the_same_message_id_twice_returns_the_same_event_and_queues_nothing(
     assert second.json()["duplicate"] is True
     assert second.json()["status"] == "received"
     assert settled(lambda: broker.llen("ingest")) == queued
+    counts = stored_counts(db, agent)
+    assert counts["memory_events"] == 1
+    assert counts["pipeline_runs"] == 1
+
+
+def _post_at_once(base_url: str, requests: list[tuple[str, dict[str, Any]]]) -> list[httpx.Response]:
+    """POST every (path, body) at the same moment, one connection each."""
+
+    async def send() -> list[httpx.Response]:
+        limits = httpx.Limits(max_connections=len(requests))
+        async with httpx.AsyncClient(base_url=base_url, headers=auth_headers(), timeout=60, limits=limits) as http:
+            return list(await asyncio.gather(*(http.post(path, json=body) for path, body in requests)))
+
+    return asyncio.run(send())
+
+
+def test_concurrent_messages_each_get_the_event_of_their_own_message(
+    client: httpx.Client, db: Engine, broker: redis.Redis, agent: str
+) -> None:
+    intake = IntakeQueue(broker)
+    agents = [f"{agent}-{index}" for index in range(4)]
+    requests = [
+        (f"/v1/agents/{agents[i % 4]}/messages", {"message": f"Message number {i}.", "speaker_name": "Ana"})
+        for i in range(40)
+    ]
+    responses = _post_at_once(str(client.base_url), requests)
+    assert [response.status_code for response in responses] == [202] * 40, [r.text for r in responses]
+    event_ids = [response.json()["event_id"] for response in responses]
+    assert len(set(event_ids)) == 40
+    with db.connect() as connection:
+        stored = {
+            str(row.id): (row.agent_id, row.text)
+            for row in connection.execute(
+                text(
+                    "SELECT e.id, e.agent_id, e.text FROM memory_events e JOIN pipeline_runs r ON r.event_id = e.id "
+                    "WHERE e.agent_id = ANY(:agents)"
+                ),
+                {"agents": agents},
+            )
+        }
+    sent = zip(event_ids, requests, strict=True)
+    expected = {event_id: (path.split("/")[3], body["message"]) for event_id, (path, body) in sent}
+    assert stored == expected
+    # Every one of them waits for a collector.
+    eventually_equal(lambda: set(event_ids) <= {item.decode() for item in broker.lrange(intake.list_key, 0, -1)}, True)
+
+
+def test_the_same_message_id_sent_concurrently_is_stored_once(client: httpx.Client, db: Engine, agent: str) -> None:
+    payload = {"message": "Tenho um gato chamado Tom.", "speaker_name": "Ana", "message_id": "sent-twice"}
+    responses = _post_at_once(str(client.base_url), [(f"/v1/agents/{agent}/messages", payload)] * 10)
+    assert sorted(response.status_code for response in responses) == [200] * 9 + [202]
+    assert len({response.json()["event_id"] for response in responses}) == 1
+    assert sorted(response.json()["duplicate"] for response in responses) == [False] + [True] * 9
     counts = stored_counts(db, agent)
     assert counts["memory_events"] == 1
     assert counts["pipeline_runs"] == 1
