@@ -20,6 +20,7 @@ from api.metrics import build_metrics_registry
 from api.routes import event_lookup, events, imports, jobs, memory, messages, retrieve
 from api.schemas import BatchIn, ImportIn, MessageIn, RetrieveIn, RetryIn
 from memory_core.db.migrate import check_schema
+from memory_core.process_heap import freeze_startup_heap
 from memory_core.settings import Settings, get_settings
 from workers.health import check_broker
 from workers.metrics_ledger import MetricsLedger
@@ -38,7 +39,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # Fail at start, not on the first request, when the database has another embedding
         # dimension or lacks pgvector: the message names both numbers.
         await run_in_threadpool(check_schema, engine, settings)
+        freeze_startup_heap()  # the app and its pools live as long as the process
         yield
+        await state.event_writer.drain()  # publish what was accepted last, rather than leave it to the sweeper
         state.close()
 
     app = FastAPI(

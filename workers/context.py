@@ -9,6 +9,7 @@ from typing import Any
 from celery.signals import worker_ready
 
 from memory_core.cognition.instrumented import instrument_skills
+from memory_core.process_heap import freeze_startup_heap
 from memory_core.settings import Settings
 from memory_core.write.context import WriteContext, build_write_context
 from workers.task_metrics import ledger_for
@@ -50,3 +51,6 @@ def _prepare_pipeline_worker(sender: Any = None, **_: Any) -> None:
     if app is None or not hasattr(app, "arandu_settings") or not hostname.startswith(PIPELINE_NODES):
         return
     get_write_context(app)
+    # Celery, the SDKs and the context live as long as the worker: the collector need not
+    # walk them at every full collection (memory_core.process_heap).
+    freeze_startup_heap()
