@@ -28,26 +28,6 @@ def engine(settings: Settings) -> Iterator[Engine]:
     engine.dispose()
 
 
-class RecordedWrites:
-    """The service's write, with the size of every batch it was given; the first may be held."""
-
-    def __init__(self, engine: Engine, *, hold_first: bool = False) -> None:
-        self.sessions = create_session_factory(engine.execution_options(isolation_level="AUTOCOMMIT"))
-        self.batches: list[int] = []
-        self.first_started = threading.Event()
-        self.release_first = threading.Event()
-        if not hold_first:
-            self.release_first.set()
-
-    def __call__(self, items: Sequence[tuple[str, IncomingMessage]]) -> list[AcceptedMessage]:
-        self.batches.append(len(items))
-        if len(self.batches) == 1:
-            self.first_started.set()
-            assert self.release_first.wait(timeout=30), "the test never released the first write"
-        with self.sessions() as session:
-            return accept_agent_messages(session, items)
-
-
 class Published:
     """What the writer handed to the pipeline, call by call."""
 
@@ -60,6 +40,27 @@ class Published:
     @property
     def ids(self) -> list[str]:
         return [event_id for call in self.calls for event_id in call]
+
+
+class RecordedWrites:
+    """The service's write, with the size of every batch it was given; the first may be held."""
+
+    def __init__(self, engine: Engine, *, hold_first: bool = False) -> None:
+        self.sessions = create_session_factory(engine.execution_options(isolation_level="AUTOCOMMIT"))
+        self.batches: list[int] = []
+        self.published = Published()
+        self.first_started = threading.Event()
+        self.release_first = threading.Event()
+        if not hold_first:
+            self.release_first.set()
+
+    def __call__(self, items: Sequence[tuple[str, IncomingMessage]]) -> list[AcceptedMessage]:
+        self.batches.append(len(items))
+        if len(self.batches) == 1:
+            self.first_started.set()
+            assert self.release_first.wait(timeout=30), "the test never released the first write"
+        with self.sessions() as session:
+            return accept_agent_messages(session, items)
 
 
 def _stored(engine: Engine, agent_ids: Sequence[str]) -> dict[str, tuple[str, str]]:
@@ -75,28 +76,43 @@ def _stored(engine: Engine, agent_ids: Sequence[str]) -> dict[str, tuple[str, st
     return {str(row.id): (row.agent_id, row.text) for row in rows}
 
 
-def test_messages_that_arrive_during_a_write_are_written_together_by_the_next(engine: Engine) -> None:
-    writes = RecordedWrites(engine, hold_first=True)
-    published = Published()
-    writer = EventWriter(writes, published)
-    agents = [f"writer-{uuid.uuid4().hex[:8]}-{index}" for index in range(4)]
-    first = (agents[0], IncomingMessage(message="The first one.", speaker_name="Ana"))
-    later = [(agents[i % 4], IncomingMessage(message=f"Message {i}.", speaker_name="Ana")) for i in range(20)]
+def _behind_a_held_write(
+    writes: RecordedWrites, first: tuple[str, IncomingMessage], rest: Sequence[tuple[str, IncomingMessage]]
+) -> list[AcceptedMessage | BaseException]:
+    """Send ``first``; while its write is held, send ``rest``; then let it go. Every outcome, in order.
 
-    async def send() -> tuple[AcceptedMessage, list[AcceptedMessage]]:
+    Published ids are in ``writes.published``; the writer is closed afterwards.
+    """
+    writer = EventWriter(writes, writes.published)
+
+    async def send() -> list[AcceptedMessage | BaseException]:
         first_answer = asyncio.ensure_future(writer.accept(*first))
         await asyncio.get_running_loop().run_in_executor(None, writes.first_started.wait)
-        later_answers = [asyncio.ensure_future(writer.accept(*item)) for item in later]
-        await asyncio.sleep(0.05)
+        later = [asyncio.ensure_future(writer.accept(*item)) for item in rest]
+        await asyncio.sleep(0.05)  # every later message is waiting for the next write
         writes.release_first.set()
-        answers = await first_answer, list(await asyncio.gather(*later_answers))
+        answers = [await first_answer, *await asyncio.gather(*later, return_exceptions=True)]
         assert await writer.drain()
         return answers
 
     try:
-        first_accepted, later_accepted = asyncio.run(send())
+        return asyncio.run(send())
     finally:
         writer.close()
+
+
+def _accepted(outcomes: Sequence[AcceptedMessage | BaseException]) -> list[AcceptedMessage]:
+    assert all(isinstance(outcome, AcceptedMessage) for outcome in outcomes), outcomes
+    return [outcome for outcome in outcomes if isinstance(outcome, AcceptedMessage)]
+
+
+def test_messages_that_arrive_during_a_write_are_written_together_by_the_next(engine: Engine) -> None:
+    writes = RecordedWrites(engine, hold_first=True)
+    agents = [f"writer-{uuid.uuid4().hex[:8]}-{index}" for index in range(4)]
+    first = (agents[0], IncomingMessage(message="The first one.", speaker_name="Ana"))
+    later = [(agents[i % 4], IncomingMessage(message=f"Message {i}.", speaker_name="Ana")) for i in range(20)]
+
+    first_accepted, *later_accepted = _accepted(_behind_a_held_write(writes, first, later))
 
     # One statement for the message alone, one for the twenty that waited behind it.
     assert writes.batches == [1, 20]
@@ -108,7 +124,7 @@ def test_messages_that_arrive_during_a_write_are_written_together_by_the_next(en
         assert accepted.created
         assert stored[str(accepted.event_id)] == (agent_id, message.message)
     # Published once per write, in the order written.
-    assert published.calls == [
+    assert writes.published.calls == [
         [str(first_accepted.event_id)],
         [str(accepted.event_id) for accepted in later_accepted],
     ]
@@ -116,27 +132,14 @@ def test_messages_that_arrive_during_a_write_are_written_together_by_the_next(en
 
 def test_a_known_message_id_is_answered_with_its_event_and_not_published_again(engine: Engine) -> None:
     writes = RecordedWrites(engine, hold_first=True)
-    published = Published()
-    writer = EventWriter(writes, published)
     agent = f"writer-{uuid.uuid4().hex[:8]}"
     other = f"{agent}-other"
     message = IncomingMessage(message="Eu moro em Recife.", speaker_name="Ana", message_id="m-1")
 
-    async def send() -> list[AcceptedMessage]:
-        first = asyncio.ensure_future(writer.accept(agent, message))
-        await asyncio.get_running_loop().run_in_executor(None, writes.first_started.wait)
-        # The same message id twice in the next batch, and once for another agent (ids are per agent).
-        rest = [asyncio.ensure_future(writer.accept(a, message)) for a in (agent, agent, other)]
-        await asyncio.sleep(0.05)
-        writes.release_first.set()
-        answers = [await first, *await asyncio.gather(*rest)]
-        assert await writer.drain()
-        return answers
-
-    try:
-        accepted = asyncio.run(send())
-    finally:
-        writer.close()
+    # The same message id twice in the next batch, and once for another agent (ids are per agent).
+    accepted = _accepted(
+        _behind_a_held_write(writes, (agent, message), [(agent, message), (agent, message), (other, message)])
+    )
 
     assert writes.batches == [1, 3]
     assert [item.created for item in accepted] == [True, False, False, True]
@@ -144,40 +147,26 @@ def test_a_known_message_id_is_answered_with_its_event_and_not_published_again(e
     assert accepted[3].event_id != accepted[0].event_id
     assert len(_stored(engine, [agent])) == 1
     assert len(_stored(engine, [other])) == 1
-    assert published.ids == [str(accepted[0].event_id), str(accepted[3].event_id)]
+    assert writes.published.ids == [str(accepted[0].event_id), str(accepted[3].event_id)]
 
 
 def test_a_message_the_database_refuses_fails_alone(engine: Engine) -> None:
     writes = RecordedWrites(engine, hold_first=True)
-    published = Published()
-    writer = EventWriter(writes, published)
     agent = f"writer-{uuid.uuid4().hex[:8]}"
     # Longer than the speaker column: the API refuses it with a 422 before it gets here, so
     # it stands for a row PostgreSQL refuses whatever the reason.
     refused = IncomingMessage(message="Refused.", speaker_name="x" * 300)
     fine = [IncomingMessage(message=f"Fine {i}.", speaker_name="Ana") for i in range(4)]
 
-    async def send() -> list[AcceptedMessage | BaseException]:
-        first = asyncio.ensure_future(writer.accept(agent, fine[0]))
-        await asyncio.get_running_loop().run_in_executor(None, writes.first_started.wait)
-        rest = [asyncio.ensure_future(writer.accept(agent, item)) for item in (fine[1], refused, fine[2], fine[3])]
-        await asyncio.sleep(0.05)
-        writes.release_first.set()
-        answers = [await first, *await asyncio.gather(*rest, return_exceptions=True)]
-        assert await writer.drain()
-        return answers
-
-    try:
-        outcomes = asyncio.run(send())
-    finally:
-        writer.close()
+    rest = [(agent, item) for item in (fine[1], refused, fine[2], fine[3])]
+    outcomes = _behind_a_held_write(writes, (agent, fine[0]), rest)
 
     assert isinstance(outcomes[2], exc.DBAPIError), outcomes[2]
     stored = _stored(engine, [agent])
     assert sorted(text_ for _, text_ in stored.values()) == ["Fine 0.", "Fine 1.", "Fine 2.", "Fine 3."]
     answered = [outcome for index, outcome in enumerate(outcomes) if index != 2]
     assert all(isinstance(outcome, AcceptedMessage) and outcome.created for outcome in answered)
-    assert sorted(published.ids) == sorted(stored)
+    assert sorted(writes.published.ids) == sorted(stored)
     # The batch of four failed as a whole, then each of its messages was written alone.
     assert writes.batches == [1, 4, 1, 1, 1, 1]
 
