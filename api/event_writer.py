@@ -14,7 +14,8 @@ batch grows with the load, so the commits per second stay few however many clien
 
 Every request still gets its own answer: the event its message became, or the error of its
 own row. When a batch fails as a whole, each of its messages is written again alone, so one
-message PostgreSQL refuses does not fail the others.
+message PostgreSQL refuses does not fail the others (unless the database could not be reached
+at all: then the batch's requests share that error at once).
 
 Publishing the committed events to the pipeline starts as the answers are given, on a thread
 of its own that takes every id waiting at once (:meth:`EventWriter.publish`):
@@ -30,6 +31,8 @@ from collections.abc import Callable, Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from sqlalchemy import exc
+
 from memory_core.write.intake import AcceptedMessage, IncomingMessage
 
 logger = logging.getLogger("arandu.api")
@@ -43,6 +46,17 @@ MAX_UNPUBLISHED = 100_000
 
 WriteBatch = Callable[[Sequence[tuple[str, IncomingMessage]]], list[AcceptedMessage]]
 Publish = Callable[[Sequence[str]], object]
+
+
+def _about_the_rows(error: Exception) -> bool:
+    """Whether a failed write may have failed for one of its rows (then each is written alone).
+
+    Not when the database could not be reached or the connection broke: every message alone
+    would wait for the same timeout in turn.
+    """
+    if isinstance(error, exc.OperationalError | exc.InterfaceError | exc.TimeoutError):
+        return False
+    return not (isinstance(error, exc.DBAPIError) and error.connection_invalidated)
 
 
 @dataclass(frozen=True)
@@ -147,8 +161,8 @@ class EventWriter:
             self.batches_written += 1
             return written
         except Exception as error:
-            if len(items) == 1:
-                return [error]
+            if len(items) == 1 or not _about_the_rows(error):
+                return [error] * len(items)
             logger.warning(
                 "writing %d messages together failed (%s: %s); writing each alone",
                 len(items),

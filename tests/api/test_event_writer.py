@@ -91,7 +91,7 @@ def _behind_a_held_write(
         later = [asyncio.ensure_future(writer.accept(*item)) for item in rest]
         await asyncio.sleep(0.05)  # every later message is waiting for the next write
         writes.release_first.set()
-        answers = [await first_answer, *await asyncio.gather(*later, return_exceptions=True)]
+        answers = list(await asyncio.gather(first_answer, *later, return_exceptions=True))
         assert await writer.drain()
         return answers
 
@@ -201,3 +201,19 @@ def test_a_publisher_that_hangs_holds_up_neither_the_answers_nor_the_next_writes
     assert writes.batches == [1, 1, 1, 1, 1]
     # The first publish waited for the broker; the four ids written meanwhile went out together.
     assert published == [[str(accepted[0].event_id)], [str(item.event_id) for item in accepted[1:]]]
+
+
+def test_an_unreachable_database_fails_the_waiting_messages_together_without_retrying_each(settings: Settings) -> None:
+    # Nothing listens on the port: every connection attempt is refused at once.
+    unreachable = create_db_engine(settings.model_copy(update={"database_url": "postgresql://postgres@127.0.0.1:1/x"}))
+    writes = RecordedWrites(unreachable, hold_first=True)
+    agent = f"writer-{uuid.uuid4().hex[:8]}"
+    messages = [(agent, IncomingMessage(message=f"M {i}.", speaker_name="Ana")) for i in range(5)]
+    try:
+        outcomes = _behind_a_held_write(writes, messages[0], messages[1:])
+    finally:
+        unreachable.dispose()
+
+    assert all(isinstance(outcome, exc.OperationalError) for outcome in outcomes), outcomes
+    assert writes.batches == [1, 4]
+    assert writes.published.calls == []
