@@ -85,7 +85,6 @@ class EventWriter:
         self._tasks: set[asyncio.Task[None]] = set()
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="arandu-event-writer")
         self._publisher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="arandu-event-publisher")
-        self.batches_written = 0
 
     async def accept(self, agent_id: str, message: IncomingMessage) -> AcceptedMessage:
         """Store ``message`` for ``agent_id`` (with whatever else is waiting) and return its event.
@@ -157,9 +156,7 @@ class EventWriter:
     def _write_batch(self, batch: Sequence[_Pending]) -> list[AcceptedMessage | BaseException]:
         items = [(pending.agent_id, pending.message) for pending in batch]
         try:
-            written: list[AcceptedMessage | BaseException] = list(self._write(items))
-            self.batches_written += 1
-            return written
+            return list(self._write(items))
         except Exception as error:
             if len(items) == 1 or not _about_the_rows(error):
                 return [error] * len(items)
@@ -175,7 +172,6 @@ class EventWriter:
                 outcomes.extend(self._write([item]))
             except Exception as error:
                 outcomes.append(error)
-        self.batches_written += 1
         return outcomes
 
     async def _publish_unpublished(self) -> None:

@@ -412,6 +412,11 @@ class BenchStack:
         return self._require().api_key
 
     @property
+    def json_headers(self) -> dict[str, str]:
+        """The headers of an authenticated JSON request to the API."""
+        return {"Authorization": f"Bearer {self.api_key}", "Content-Type": "application/json"}
+
+    @property
     def database_url(self) -> str:
         """libpq URL of the database the processes use now."""
         return libpq_url(self._require().env["ARANDU_DATABASE_URL"])

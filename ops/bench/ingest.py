@@ -1018,10 +1018,6 @@ def run_stats(database_url: str, agents: Sequence[str], expected: int) -> RunSta
     return stats
 
 
-def _headers(stack: BenchStack) -> dict[str, str]:
-    return {"Authorization": f"Bearer {stack.api_key}", "Content-Type": "application/json"}
-
-
 async def _post_all(
     client: httpx.AsyncClient, requests: Sequence[tuple[str, bytes]], *, concurrency: int, expect: int = 202
 ) -> tuple[list[float], list[str]]:
@@ -1049,7 +1045,7 @@ async def _post_all(
 def _client(stack: BenchStack, connections: int) -> httpx.AsyncClient:
     return httpx.AsyncClient(
         base_url=stack.api_url,
-        headers=_headers(stack),
+        headers=stack.json_headers,
         timeout=httpx.Timeout(60.0),
         limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
     )
@@ -1388,7 +1384,7 @@ async def _post_all_raw(
     that moment (no coordinated omission).
     """
     outcome = await send_all(
-        stack.api_url, _headers(stack), requests, concurrency=concurrency, expect=expect, rate=rate
+        stack.api_url, stack.json_headers, requests, concurrency=concurrency, expect=expect, rate=rate
     )
     return outcome.latencies, outcome.errors
 
@@ -1619,7 +1615,7 @@ def phase_locomo(
     last_print = started
     progress: list[dict[str, Any]] = []
     timed_out = False
-    with httpx.Client(base_url=stack.api_url, headers=_headers(stack), timeout=30) as client:
+    with httpx.Client(base_url=stack.api_url, headers=stack.json_headers, timeout=30) as client:
         while True:
             progress = [client.get(f"/v1/imports/{import_id}").json() for import_id in import_ids]
             pending = sum(int(item["pending"]) for item in progress)

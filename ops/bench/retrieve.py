@@ -73,6 +73,7 @@ from ops.bench.common import (
     text_table,
     verdict,
 )
+from ops.bench.http_load import send_all
 from ops.bench.ingest import PhaseReport, Row, Window
 
 T = TypeVar("T")
@@ -1465,9 +1466,8 @@ def measure_inprocess_concurrent(
 
 def measure_http_sequential(stack: BenchStack, result: SizeResult, queries: Sequence[str]) -> None:
     """One keep-alive client, one request at a time: the latency a caller sees."""
-    headers = {"Authorization": f"Bearer {stack.api_key}", "Content-Type": "application/json"}
     path = f"/v1/agents/{result.agent.agent_id}/retrieve"
-    with httpx.Client(base_url=stack.api_url, headers=headers, timeout=60.0) as client:
+    with httpx.Client(base_url=stack.api_url, headers=stack.json_headers, timeout=60.0) as client:
         for query in queries:
             started = time.perf_counter()
             response = client.post(path, content=_body(query))
@@ -1479,7 +1479,7 @@ def measure_http_sequential(stack: BenchStack, result: SizeResult, queries: Sequ
 async def _concurrent_load(
     stack: BenchStack, path: str, queries: Sequence[str], *, clients: int, warmup_s: float, measure_s: float
 ) -> tuple[list[float], list[str], float]:
-    headers = {"Authorization": f"Bearer {stack.api_key}", "Content-Type": "application/json"}
+    headers = stack.json_headers
     bodies = [_body(query) for query in queries]
     latencies: list[float] = []
     errors: list[str] = []
@@ -1513,8 +1513,7 @@ async def _concurrent_load(
 
 
 def measure_http_concurrent(stack: BenchStack, result: SizeResult, scale: Scale) -> None:
-    """Retrieves/s with 16 concurrent keep-alive httpx clients, then the same load from a minimal HTTP client."""
-    from ops.bench.ingest import _post_all_raw  # the ingest benchmark's low-CPU client (a control)
+    """Retrieves/s with 16 concurrent keep-alive httpx clients, then the same load from the low-CPU client."""
 
     path = f"/v1/agents/{result.agent.agent_id}/retrieve"
     queries = result.agent.queries
@@ -1537,12 +1536,12 @@ def measure_http_concurrent(stack: BenchStack, result: SizeResult, scale: Scale)
     count = max(CONCURRENT_CLIENTS * 4, min(scale.control_requests, int(result.load_rate * scale.throughput_s)))
     requests = [(path, _body(queries[i % len(queries)])) for i in range(count)]
     started = time.perf_counter()
-    control_latencies, control_errors = asyncio.run(
-        _post_all_raw(stack, requests, concurrency=CONCURRENT_CLIENTS, expect=200)
+    control = asyncio.run(
+        send_all(stack.api_url, stack.json_headers, requests, concurrency=CONCURRENT_CLIENTS, expect=200)
     )
     wall = time.perf_counter() - started
-    result.control_latencies, result.control_errors = control_latencies, control_errors
-    result.control_rate = len(control_latencies) / wall if wall > 0 else math.nan
+    result.control_latencies, result.control_errors = control.latencies, control.errors
+    result.control_rate = len(control.latencies) / wall if wall > 0 else math.nan
 
 
 _EXACT_TOPK_SQL = """
