@@ -40,9 +40,11 @@ from memory_core.write.schemas import (
 from memory_core.write.skill_calls import SkillCache
 from memory_core.write.upsert import (
     ApplyOutcome,
+    EntitySighting,
     apply_message,
     attribute_counts,
     lock_agent,
+    merge_sightings,
     refresh_entity_counts_of_agents,
     register_attributes_of_agents,
     try_lock_agents,
@@ -375,13 +377,16 @@ class _Counters:
     attributes: dict[str, tuple[int, str]] = field(default_factory=dict)
     entities: set[str] = field(default_factory=set)
     closed_facts: set[uuid.UUID] = field(default_factory=set)
+    sightings: dict[str, EntitySighting] = field(default_factory=dict)
 
     def add(self, other: _Counters) -> None:
+        """Fold in the counters of a message applied after those already added."""
         for key, (count, status) in other.attributes.items():
             seen, first_status = self.attributes.get(key, (0, status))
             self.attributes[key] = (seen + count, first_status)
         self.entities |= other.entities
         self.closed_facts |= other.closed_facts
+        merge_sightings(self.sightings, other.sightings)
 
 
 def _apply_one(
@@ -405,7 +410,12 @@ def _apply_one(
         guard_facts=guarded,
     )
     counters.add(
-        _Counters(attribute_counts(reconciliation.decisions, config), outcome.touched_entities, outcome.closed_facts)
+        _Counters(
+            attribute_counts(reconciliation.decisions, config),
+            outcome.touched_entities,
+            outcome.closed_facts,
+            outcome.sightings,
+        )
     )
     duration = (time.perf_counter() - started) * 1000
     result = build_result(
@@ -523,7 +533,9 @@ def _apply_locked(
     # message by message).
     register_attributes_of_agents(session, {agent_id: total.attributes for agent_id, total in counters.items()})
     refresh_entity_counts_of_agents(
-        session, {agent_id: (total.entities, total.closed_facts) for agent_id, total in counters.items()}
+        session,
+        {agent_id: (total.entities, total.closed_facts) for agent_id, total in counters.items()},
+        {agent_id: total.sightings for agent_id, total in counters.items()},
     )
     advanced = complete_stages(session, "upsert", completions, new_status="done")
     if advanced != {item.event_id for item in completions}:

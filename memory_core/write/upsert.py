@@ -86,6 +86,40 @@ class FactRecord:
 
 
 @dataclass
+class EntitySighting:
+    """When an entity was named, and the name and embedding it may lack: what naming it changes.
+
+    A chunk sums its messages' sightings (:meth:`merge`) and writes each entity once, with its
+    fact count (:func:`refresh_entity_counts_of_agents`): the same final row as touching it at
+    every message, in one row version instead of one per message (the speaker is named by each).
+    """
+
+    first_at: datetime
+    last_at: datetime
+    name: str | None
+    embedding: list[float] | None
+
+    def merge(self, later: EntitySighting) -> None:
+        """Fold in a sighting of a message applied after this one (the first name and embedding win)."""
+        self.first_at = min(self.first_at, later.first_at)
+        self.last_at = max(self.last_at, later.last_at)
+        if self.name is None:
+            self.name = later.name
+        if self.embedding is None:
+            self.embedding = later.embedding
+
+
+def merge_sightings(into: dict[str, EntitySighting], later: Mapping[str, EntitySighting]) -> None:
+    """Fold ``later`` (a message applied after those in ``into``) into ``into``, by entity key."""
+    for key, sighting in later.items():
+        known = into.get(key)
+        if known is None:
+            into[key] = EntitySighting(sighting.first_at, sighting.last_at, sighting.name, sighting.embedding)
+        else:
+            known.merge(sighting)
+
+
+@dataclass
 class ApplyOutcome:
     """What applying one message changed."""
 
@@ -97,6 +131,8 @@ class ApplyOutcome:
     # decision index -> id of the fact that now carries it (inserted, or the NOOP target)
     fact_for_decision: dict[int, uuid.UUID] = field(default_factory=dict)
     touched_entities: set[str] = field(default_factory=set)
+    # The existing entities this message names, by key: their row is touched once per chunk.
+    sightings: dict[str, EntitySighting] = field(default_factory=dict)
     # Facts this message closed: the entities they are linked to lose an active fact.
     closed_facts: set[uuid.UUID] = field(default_factory=set)
     warnings: list[str] = field(default_factory=list)
@@ -124,12 +160,7 @@ _UPSERT_ENTITIES_AND_ALIASES = sql(
         SELECT :agent, e.key, e.name, e.type, e.vec, :at, :at
         FROM unnest(CAST(:keys AS text[]), CAST(:names AS text[]), CAST(:types AS text[]), CAST(:vecs AS vector[]))
              AS e(key, name, type, vec)
-        ON CONFLICT (agent_id, canonical_key) DO UPDATE SET
-            first_seen_at = LEAST(memory_entities.first_seen_at, EXCLUDED.first_seen_at),
-            last_seen_at = GREATEST(memory_entities.last_seen_at, EXCLUDED.last_seen_at),
-            embedding_vec = COALESCE(memory_entities.embedding_vec, EXCLUDED.embedding_vec),
-            display_name = COALESCE(memory_entities.display_name, EXCLUDED.display_name),
-            is_active = true
+        ON CONFLICT (agent_id, canonical_key) DO NOTHING
     )
     INSERT INTO memory_entity_aliases (agent_id, alias, canonical_entity_key, canonical_entity_type)
     SELECT :agent, a.alias, a.key, a.type
@@ -187,6 +218,15 @@ class Applier:
                 seen.add(entity.canonical_key)
                 unique.append(entity)
         self.outcome.touched_entities.update(seen)
+        # An existing entity's row (seen times, a missing name or embedding, reactivation) is
+        # written with its fact count, once for the chunk; a new one is inserted here complete.
+        merge_sightings(
+            self.outcome.sightings,
+            {
+                e.canonical_key: EntitySighting(self.occurred_at, self.occurred_at, e.display_name[:256], e.embedding)
+                for e in unique
+            },
+        )
         aliases = [
             (normalize_alias(name)[:256], e.canonical_key, e.entity_type)
             for e in settled
@@ -646,7 +686,13 @@ class Applier:
 
     def refresh_entity_counts(self) -> None:
         """``fact_count`` = active facts linked to the entity."""
-        refresh_entity_counts(self.session, self.agent_id, self.outcome.touched_entities, self.outcome.closed_facts)
+        refresh_entity_counts(
+            self.session,
+            self.agent_id,
+            self.outcome.touched_entities,
+            self.outcome.closed_facts,
+            self.outcome.sightings,
+        )
 
     def seed_profiles(self, profiles: dict[str, str], entities: Sequence[ResolvedEntity], speaker_key: str) -> None:
         """The write path only seeds a profile that does not exist yet (seeds W17)."""
@@ -715,46 +761,97 @@ def register_attributes_of_agents(session: Session, counts_by_agent: Mapping[str
 
 
 def refresh_entity_counts(
-    session: Session, agent_id: str, keys: set[str], closed_facts: set[uuid.UUID] | None = None
+    session: Session,
+    agent_id: str,
+    keys: set[str],
+    closed_facts: set[uuid.UUID] | None = None,
+    sightings: Mapping[str, EntitySighting] | None = None,
 ) -> None:
     """``fact_count`` = active linked facts, for the agent's entities ``keys`` and those linked to ``closed_facts``.
 
     A fact that stops being active changes the count of every entity it names, not only of
     the entities the closing message names ("I moved to Porto" lowers Lisbon's count).
+    ``sightings`` are written on the same rows (see :class:`EntitySighting`).
     """
-    refresh_entity_counts_of_agents(session, {agent_id: (keys, closed_facts or set())})
+    refresh_entity_counts_of_agents(session, {agent_id: (keys, closed_facts or set())}, {agent_id: sightings or {}})
 
 
-def refresh_entity_counts_of_agents(session: Session, changes: Mapping[str, tuple[set[str], set[uuid.UUID]]]) -> None:
-    """:func:`refresh_entity_counts` for several agents (entity keys, closed facts) in one statement."""
+_REFRESH_ENTITIES = sql(
+    """
+    WITH sighted AS (
+        SELECT * FROM unnest(CAST(:seen_agents AS text[]), CAST(:seen_keys AS text[]),
+                             CAST(:seen_first AS timestamptz[]), CAST(:seen_last AS timestamptz[]),
+                             CAST(:seen_names AS text[]), CAST(:seen_vecs AS vector[]))
+            AS s(agent_id, entity_key, first_at, last_at, name, vec)
+    ), targets AS (
+        SELECT agent_id, entity_key
+        FROM unnest(CAST(:agents AS text[]), CAST(:keys AS text[])) AS t(agent_id, entity_key)
+        UNION
+        SELECT agent_id, entity_key FROM sighted
+        UNION
+        SELECT l.agent_id, l.entity_key
+        FROM unnest(CAST(:closed_agents AS text[]), CAST(:closed_facts AS uuid[])) AS c(agent_id, fact_id)
+        JOIN memory_fact_entity_links l ON l.agent_id = c.agent_id AND l.fact_id = c.fact_id
+    ), changed AS (
+        SELECT e.id, s.first_at, s.last_at, s.name, s.vec, s.entity_key IS NOT NULL AS sighted,
+               (SELECT count(*) FROM memory_fact_entity_links l JOIN memory_facts f ON f.id = l.fact_id
+                WHERE l.agent_id = e.agent_id AND l.entity_key = e.canonical_key AND f.valid_to IS NULL) AS fact_count
+        FROM targets t
+        JOIN memory_entities e ON e.agent_id = t.agent_id AND e.canonical_key = t.entity_key
+        LEFT JOIN sighted s ON s.agent_id = t.agent_id AND s.entity_key = t.entity_key
+    )
+    UPDATE memory_entities e SET
+        fact_count = c.fact_count,
+        first_seen_at = LEAST(e.first_seen_at, c.first_at),
+        last_seen_at = GREATEST(e.last_seen_at, c.last_at),
+        embedding_vec = COALESCE(e.embedding_vec, c.vec),
+        display_name = COALESCE(e.display_name, c.name),
+        is_active = e.is_active OR c.sighted
+    FROM changed c
+    -- A row that would not change keeps its version: no dead tuple, no index entries.
+    WHERE e.id = c.id AND (
+        e.fact_count IS DISTINCT FROM c.fact_count
+        OR (c.sighted AND (
+            NOT e.is_active
+            OR e.first_seen_at IS NULL OR c.first_at < e.first_seen_at
+            OR e.last_seen_at IS NULL OR c.last_at > e.last_seen_at
+            OR (e.embedding_vec IS NULL AND c.vec IS NOT NULL)
+            OR (e.display_name IS NULL AND c.name IS NOT NULL))))
+    """
+)
+
+
+def refresh_entity_counts_of_agents(
+    session: Session,
+    changes: Mapping[str, tuple[set[str], set[uuid.UUID]]],
+    sightings: Mapping[str, Mapping[str, EntitySighting]] | None = None,
+) -> None:
+    """:func:`refresh_entity_counts` for several agents (entity keys, closed facts, sightings) in one statement."""
     pairs = sorted((agent_id, key) for agent_id, (keys, _) in changes.items() for key in keys)
     closed = sorted((agent_id, str(fact_id)) for agent_id, (_, facts) in changes.items() for fact_id in facts)
-    if not pairs and not closed:
+    seen = sorted(
+        (
+            (agent_id, key, sighting)
+            for agent_id, by_key in (sightings or {}).items()
+            for key, sighting in by_key.items()
+        ),
+        key=lambda item: (item[0], item[1]),
+    )
+    if not pairs and not closed and not seen:
         return
     session.execute(
-        sql(
-            """
-            WITH targets AS (
-                SELECT agent_id, entity_key
-                FROM unnest(CAST(:agents AS text[]), CAST(:keys AS text[])) AS t(agent_id, entity_key)
-                UNION
-                SELECT l.agent_id, l.entity_key
-                FROM unnest(CAST(:closed_agents AS text[]), CAST(:closed_facts AS uuid[])) AS c(agent_id, fact_id)
-                JOIN memory_fact_entity_links l ON l.agent_id = c.agent_id AND l.fact_id = c.fact_id
-            )
-            UPDATE memory_entities e SET fact_count = (
-                SELECT count(*) FROM memory_fact_entity_links l JOIN memory_facts f ON f.id = l.fact_id
-                WHERE l.agent_id = e.agent_id AND l.entity_key = e.canonical_key AND f.valid_to IS NULL
-            )
-            FROM targets t
-            WHERE e.agent_id = t.agent_id AND e.canonical_key = t.entity_key
-            """
-        ),
+        _REFRESH_ENTITIES,
         {
             "agents": [agent_id for agent_id, _ in pairs],
             "keys": [key for _, key in pairs],
             "closed_agents": [agent_id for agent_id, _ in closed],
             "closed_facts": [fact_id for _, fact_id in closed],
+            "seen_agents": [agent_id for agent_id, _, _ in seen],
+            "seen_keys": [key for _, key, _ in seen],
+            "seen_first": [sighting.first_at for _, _, sighting in seen],
+            "seen_last": [sighting.last_at for _, _, sighting in seen],
+            "seen_names": [sighting.name for _, _, sighting in seen],
+            "seen_vecs": vector_array(sighting.embedding for _, _, sighting in seen),
         },
     )
 

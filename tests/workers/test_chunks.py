@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from sqlalchemy import text
 
 from memory_core.cognition.models import ExtractionInput, ExtractionOutput
 from memory_core.cognition.offline import build_offline_write_skills
@@ -384,3 +385,58 @@ def test_a_retraction_ends_what_it_retracts_in_a_chunk_and_in_any_order(
     assert _final_state(memory, f"{base}-reversed-chunk") == expected
     history = [(f["fact_text"], f["valid_to"]) for f in memory.all_facts(f"{base}-backwards")]
     assert ("Marina gosta de café.", START + timedelta(days=17 * 5)) in history
+
+
+def _entity_rows(memory: MemoryInspector, agent: str) -> dict[str, tuple[Any, ...]]:
+    """What naming an entity writes on its row: seen times, name, embedding, active flag, fact count."""
+    return {
+        row["canonical_key"]: (
+            row["first_seen_at"],
+            row["last_seen_at"],
+            row["display_name"],
+            row["has_embedding"],
+            row["is_active"],
+            row["fact_count"],
+        )
+        for row in memory.rows(
+            "SELECT canonical_key, first_seen_at, last_seen_at, display_name, "
+            "embedding_vec IS NOT NULL AS has_embedding, is_active, fact_count "
+            "FROM memory_entities WHERE agent_id = :a",
+            a=agent,
+        )
+    }
+
+
+def test_a_chunk_writes_each_named_entity_as_message_by_message_would(
+    context: WriteContext, memory: MemoryInspector
+) -> None:
+    base = f"agent-{uuid.uuid4().hex[:8]}-seen"
+    texts = ["I live in Lisbon.", "My sister Julia is a doctor.", "I went to a concert with Julia.", "I love jazz."]
+    # Out of order in time: first and last seen are the extremes, not the first and last applied.
+    days = [3, 0, 5, 1]
+    one_by_one = _accept(context, f"{base}-single", texts, days)
+    _one_message_at_a_time(context, one_by_one)
+    expected = _entity_rows(memory, f"{base}-single")
+    marina = expected["person:marina"]
+    assert (marina[0], marina[1]) == (START, START + timedelta(days=17 * 5))
+    assert expected["person:julia"][:2] == (START, START + timedelta(days=17 * 5))
+
+    chunked = f"{base}-chunk"
+    chunk = _accept(context, chunked, texts, days)
+    for stage in STAGES:
+        assert run_stage_chunk(context, stage, chunk) == dict.fromkeys(chunk, "completed")
+    assert _entity_rows(memory, chunked) == expected
+
+    # An entity set aside (inactive) and named again by a later chunk is active again, seen until
+    # the latest of that chunk's messages.
+    with memory.engine.begin() as connection:
+        connection.execute(
+            text("UPDATE memory_entities SET is_active = false WHERE agent_id = :a AND canonical_key = :k"),
+            {"a": chunked, "k": "person:julia"},
+        )
+    later = _accept(context, chunked, ["Julia called me yesterday.", "I had lunch with Julia."], [9, 8])
+    for stage in STAGES:
+        assert run_stage_chunk(context, stage, later) == dict.fromkeys(later, "completed")
+    julia = _entity_rows(memory, chunked)["person:julia"]
+    assert julia[:5] == (START, START + timedelta(days=17 * 9), "Julia", True, True)
+    assert _entity_rows(memory, chunked)["person:marina"][:2] == (START, START + timedelta(days=17 * 9))
