@@ -9,7 +9,7 @@ import psycopg
 import pytest
 import redis
 
-from ops.embedded import DEFAULT_SHARED_BUFFERS, SHARED_BUFFERS_ENV, EmbeddedStack
+from ops.embedded import DEFAULT_SHARED_BUFFERS, SHARED_BUFFERS_ENV, WAL_WRITER_SETTINGS, EmbeddedStack
 from ops.rss import stack_processes
 
 
@@ -52,11 +52,15 @@ def test_deep_home_gets_a_short_redis_socket(tmp_path: Path) -> None:
         stack.redis.stop()
 
 
-def _shared_buffers(stack: EmbeddedStack) -> str:
+def _setting(stack: EmbeddedStack, name: str) -> str:
     with psycopg.connect(stack.postgres.admin_uri) as conn:
-        row = conn.execute("SELECT current_setting('shared_buffers')").fetchone()
+        row = conn.execute("SELECT current_setting(%s)", (name,)).fetchone()
     assert row is not None
     return str(row[0])
+
+
+def _shared_buffers(stack: EmbeddedStack) -> str:
+    return _setting(stack, "shared_buffers")
 
 
 def _started_with(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> tuple[str, bool]:
@@ -79,3 +83,15 @@ def test_shared_buffers_default_and_override_take_effect_restarting_only_when_ch
     assert _started_with(tmp_path, caplog) == (DEFAULT_SHARED_BUFFERS, False)  # kept: no restart
     monkeypatch.setenv(SHARED_BUFFERS_ENV, "160MB")
     assert _started_with(tmp_path, caplog) == ("160MB", True)
+
+
+def test_the_wal_writer_flushes_the_pipelines_commits_every_20_ms(tmp_path: Path) -> None:
+    # Async stage commits are flushed by the WAL writer; an API commit must not find 200 ms of them.
+    stack = EmbeddedStack(tmp_path)
+    stack.start()
+    try:
+        for name, value in WAL_WRITER_SETTINGS.items():
+            assert _setting(stack, name) == value
+        assert _setting(stack, "wal_writer_delay") == "20ms"
+    finally:
+        stack.stop()
