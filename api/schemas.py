@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any
 
 from pydantic import (
@@ -46,6 +46,12 @@ FIXED_CONFIG_KEYS = frozenset({"embedding_dimensions"})
 MAX_ENTITY_KEYS = 100
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 500
+# How far ahead of the server's clock a message's occurred_at may be. A message cannot have been
+# said in the future; a timestamp far ahead is a client's bug (a wrong year, milliseconds read as
+# seconds), and stored it would stay the "newest" fact's start forever, turning every later
+# correction into history (temporal reconciliation). A day allows any time zone's local time
+# sent without an offset (read as UTC, up to 14 hours ahead) and clock skew.
+MAX_OCCURRED_AT_AHEAD = timedelta(hours=24)
 
 
 # ---- Field types ---------------------------------------------------------------------
@@ -128,6 +134,21 @@ IsoDateTime = Annotated[
 ConfigOverrides = Annotated[dict[str, Any], AfterValidator(_check_overrides_shape)]
 
 
+def _not_far_ahead(value: datetime) -> datetime:
+    now = datetime.now(UTC)
+    if value > now + MAX_OCCURRED_AT_AHEAD:
+        hours = MAX_OCCURRED_AT_AHEAD.total_seconds() / 3600
+        raise ValueError(
+            f"must not be more than {hours:.0f} hours ahead of the server's clock (now {now:%Y-%m-%dT%H:%M:%SZ}): "
+            "a message cannot have been said in the future"
+        )
+    return value
+
+
+# When a message was said: an ISO 8601 date-time, not ahead of the server's clock by more than a day.
+OccurredAt = Annotated[IsoDateTime, AfterValidator(_not_far_ahead)]
+
+
 def _no_nul_anywhere(value: dict[str, Any]) -> dict[str, Any]:
     _reject_nul_anywhere(value)
     return value
@@ -150,7 +171,9 @@ class MessageFields(_Request):
     message: MessageText = Field(description="The message text (UTF-8, at most ARANDU_MAX_MESSAGE_BYTES bytes).")
     speaker_name: SpeakerName = Field(description="Who said it, e.g. 'Rafael' or 'assistant'.")
     session_id: ShortText | None = Field(None, description="Conversation id; 'default' when absent.")
-    occurred_at: IsoDateTime | None = Field(None, description="When it was said (ISO 8601); now when absent.")
+    occurred_at: OccurredAt | None = Field(
+        None, description="When it was said (ISO 8601); now when absent; at most 24 hours ahead of the server's clock."
+    )
     message_id: ShortText | None = Field(
         None, description="The caller's id of the message: sending it again for the agent is a no-op."
     )
@@ -181,7 +204,9 @@ class BatchIn(_Request):
 class ImportMessageIn(MessageFields):
     """A message of an import: ``occurred_at`` is required (history has dates)."""
 
-    occurred_at: IsoDateTime = Field(description="When it was said (ISO 8601); required in imports.")
+    occurred_at: OccurredAt = Field(
+        description="When it was said (ISO 8601); required in imports; at most 24 hours ahead of the server's clock."
+    )
 
 
 class ImportIn(_Request):

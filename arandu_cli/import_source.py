@@ -1,7 +1,7 @@
 """Reading an import file (NDJSON or JSON) into checked messages with stable ids.
 
 Every message is checked here the way the API checks it (required fields, types, ISO 8601
-``occurred_at``, no unknown fields), so a malformed line is reported with its line number
+``occurred_at`` not in the future, no unknown fields), so a malformed line is reported with its line number
 before anything is sent. A message without ``message_id`` gets one derived from its content
 and its position among the file's messages: the same file always yields the same ids, so
 sending it again creates nothing new.
@@ -16,7 +16,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
@@ -26,6 +26,9 @@ Format = Literal["ndjson", "json"]
 MAX_NAME_CHARS = 256
 MAX_SOURCE_CHARS = 64
 MAX_RECENT_MESSAGES = 20
+# How far ahead of the clock occurred_at may be (api.schemas.MAX_OCCURRED_AT_AHEAD; the service's
+# clock decides, this one only reports the line before anything is sent).
+MAX_OCCURRED_AT_AHEAD = timedelta(hours=24)
 GENERATED_ID_PREFIX = "cli-"
 _BOM = "\ufeff"
 _REQUIRED = ("message", "speaker_name", "occurred_at")
@@ -114,9 +117,13 @@ def _iso(value: Any) -> str | None:
     if not isinstance(value, str):
         return f"occurred_at must be an ISO 8601 date-time string, not {_json_type(value)}"
     try:
-        datetime.fromisoformat(value.strip())
+        said = datetime.fromisoformat(value.strip())
     except ValueError:
         return f"occurred_at must be an ISO 8601 date-time such as '2024-05-01T14:30:00Z', not {value[:64]!r}"
+    # Naive values are UTC, as the service reads them.
+    said = said.replace(tzinfo=UTC) if said.tzinfo is None else said
+    if said - datetime.now(UTC) > MAX_OCCURRED_AT_AHEAD:
+        return f"occurred_at {value[:64]!r} is in the future: a message cannot have been said after now"
     return None
 
 

@@ -263,6 +263,14 @@ def test_an_ndjson_line_missing_a_field_is_422_naming_line_and_field(
     _nothing_stored(db, agent)
 
 
+def test_an_ndjson_line_said_in_the_future_is_422_naming_the_line(client: httpx.Client, db: Engine, agent: str) -> None:
+    messages = history(3)
+    messages[1]["occurred_at"] = "2031-05-01T14:30:00+02:00"
+    response = client.post(f"/v1/agents/{agent}/imports", content=ndjson(messages), headers=NDJSON)
+    _assert_error(response, 422, "body.line[2].occurred_at", "line 2 occurred_at: must not be more than 24 hours ahead")
+    _nothing_stored(db, agent)
+
+
 @pytest.mark.parametrize(
     ("body", "expected"),
     [

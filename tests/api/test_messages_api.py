@@ -13,7 +13,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -316,6 +316,8 @@ _BAD_BODIES: list[tuple[str, dict[str, Any], str]] = [
     ("impossible occurred_at", {**VALID, "occurred_at": "2024-13-45T99:00:00"}, "body.occurred_at"),
     ("numeric occurred_at", {**VALID, "occurred_at": 1700000000}, "body.occurred_at"),
     ("occurred_at out of range", {**VALID, "occurred_at": "0001-01-01T00:00:00+05:00"}, "body.occurred_at"),
+    ("occurred_at a thousand years ahead", {**VALID, "occurred_at": "3026-01-01T00:00:00Z"}, "body.occurred_at"),
+    ("occurred_at in the year 9999", {**VALID, "occurred_at": "9999-12-31T23:59:59"}, "body.occurred_at"),
     ("numeric message", {**VALID, "message": 123}, "body.message"),
     ("string verbose", {**VALID, "verbose": "yes"}, "body.verbose"),
     ("numeric dry_run", {**VALID, "dry_run": 1}, "body.dry_run"),
@@ -360,6 +362,40 @@ def test_a_bad_message_is_422_naming_the_field_and_stores_nothing(
 ) -> None:
     response = client.post(f"/v1/agents/{agent}/messages", json=payload)
     _assert_error_shape(response, 422, field)
+    _nothing_stored(db, agent)
+
+
+def test_an_occurred_at_days_ahead_is_refused_as_in_the_future(client: httpx.Client, db: Engine, agent: str) -> None:
+    said = (datetime.now(UTC) + timedelta(days=3)).isoformat()
+    response = client.post(f"/v1/agents/{agent}/messages", json={**VALID, "occurred_at": said})
+    result = _assert_error_shape(response, 422, "body.occurred_at")
+    assert "ahead of the server's clock" in result["error"]
+    assert "in the future" in result["error"]
+    _nothing_stored(db, agent)
+
+
+def test_local_time_sent_without_an_offset_is_accepted_though_hours_ahead_in_utc(
+    client: httpx.Client, db: Engine, agent: str
+) -> None:
+    # Local time east of UTC, sent naive, reads up to 14 hours ahead: a day of slack keeps it.
+    said = datetime.now(UTC) + timedelta(hours=14)
+    naive = said.replace(tzinfo=None).isoformat(timespec="seconds")
+    response = client.post(f"/v1/agents/{agent}/messages", json={**VALID, "occurred_at": naive})
+    assert response.status_code == 202, response.text
+    with db.connect() as conn:
+        stored = conn.execute(
+            text("SELECT occurred_at FROM memory_events WHERE id = :id"), {"id": response.json()["event_id"]}
+        ).scalar_one()
+    assert stored == said.replace(microsecond=0)
+
+
+def test_a_batch_item_said_in_the_future_is_named_and_nothing_stored(
+    client: httpx.Client, db: Engine, agent: str
+) -> None:
+    messages: list[dict[str, Any]] = [{**VALID, "message": f"m{index}"} for index in range(3)]
+    messages[2] = {**VALID, "occurred_at": "2999-01-01T00:00:00Z"}
+    response = client.post(f"/v1/agents/{agent}/messages/batch", json={"messages": messages})
+    _assert_error_shape(response, 422, "body.messages[2].occurred_at")
     _nothing_stored(db, agent)
 
 

@@ -104,14 +104,17 @@ def test_a_malformed_line_is_named_with_its_line_number_and_nothing_is_sent(
     lines = _history(12)
     lines[6] = lines[6].replace('"occurred_at": "2023', '"occurred_at": "yesterday 2023')
     lines.insert(9, '{"message": "broken", "speaker_name": "Ana",')  # becomes line 10
+    lines[2] = lines[2].replace('"occurred_at": "2023', '"occurred_at": "3023')  # a thousand years ahead
     source = write_ndjson(tmp_path / "bad.ndjson", lines)
 
     result = cli_stack.run(["import", str(source), "--agent", agent, "--chunk", "5"])
 
     assert result.exit_code == ExitCode.USAGE
+    assert "line 3: occurred_at '3023-" in result.stderr
+    assert "is in the future" in result.stderr
     assert "line 7: occurred_at must be an ISO 8601 date-time" in result.stderr
     assert "line 10: not valid JSON" in result.stderr
-    assert "2 malformed line(s): nothing was sent" in result.stderr
+    assert "3 malformed line(s): nothing was sent" in result.stderr
     assert _events(cli_stack, agent) == 0
 
 
