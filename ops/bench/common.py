@@ -6,9 +6,11 @@
   with free ports, and removes every trace of it on stop, also on Ctrl-C or failure. It can
   restart the service's processes on a fresh database with other settings (an LLM endpoint,
   more threads) while the embedded servers keep running.
-* :class:`MemorySampler` samples the stack's proportional memory (PSS of every process plus
-  the embedded servers, :func:`ops.rss.stack_memory_bytes`) every 0.5 s in the background;
-  peaks are read per time window, so each phase gets its own.
+* :class:`MemorySampler` samples the stack's memory (PSS of every service process, the embedded
+  PostgreSQL from its counters and allocated shared memory, :func:`ops.rss.stack_memory_bytes`)
+  every 0.5 s in the background; peaks are read per time window, so each phase gets its own. A
+  sample costs ~20-25 ms of CPU on a loaded stack (it cost ~160 ms while PostgreSQL's backends
+  were read as PSS: a sixth of this 2-core machine, taken from whatever the benchmark measured).
 * :func:`machine_info`, :func:`percentile`, :func:`markdown_table` and :func:`append_results`
   describe the run and record it in ``ops/bench/RESULTS.md``.
 """
