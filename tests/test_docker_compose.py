@@ -250,6 +250,8 @@ def test_compose_file_parses_with_the_expected_services() -> None:
 
 def test_infrastructure_images_and_redis_policy() -> None:
     assert service("postgres")["image"] == "pgvector/pgvector:pg16"
+    # A large agent's parallel index build reserves up to 1GB of /dev/shm; Docker's default is 64MB.
+    assert service("postgres")["shm_size"] == "${POSTGRES_SHM_SIZE:-1g}"
     assert service("redis")["image"] == "redis:7"
     redis_args = argv(service("redis")["command"])
     # Evicting keys would silently drop queued tasks.

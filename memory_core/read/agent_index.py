@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -48,7 +49,6 @@ from sqlalchemy import Connection, Engine, text
 from sqlalchemy.orm import Session
 
 __all__ = [
-    "AGENT_INDEX_BUILD_MAINTENANCE_WORK_MEM",
     "AGENT_INDEX_EF_CONSTRUCTION",
     "AGENT_INDEX_M",
     "AGENT_INDEX_PREFIX",
@@ -63,6 +63,7 @@ __all__ = [
     "agent_text_index_name",
     "agents_needing_index",
     "build_agent_index",
+    "build_memory",
     "database_key",
     "drop_agent_index",
     "index_large_agents",
@@ -82,8 +83,17 @@ _LEGACY_PREFIX = "ix_memory_facts_hnsw_agent_"
 # background.
 AGENT_INDEX_M = 16
 AGENT_INDEX_EF_CONSTRUCTION = 200
-# A build gets at least this much memory, so a large agent's graph is built in memory.
-AGENT_INDEX_BUILD_MAINTENANCE_WORK_MEM = "1GB"
+# Memory for a build, sized by the agent: pgvector builds the graph in memory, and with parallel
+# workers it reserves the whole of maintenance_work_mem at once as a shared memory segment (in
+# /dev/shm, which is 64MB in a default Docker container). Measured on the retrieve benchmark's
+# dataset (384 dimensions, m 16): a fixed 1GB reserved 1,023 MiB for a 10,000-fact agent whose
+# graph needs ~25 MB; a 100,000-fact agent's graph outgrew 128MB after 58,625 facts (2.3 KB each)
+# and then took 135 s to build instead of 43-44 s (256MB and 1GB alike). So: a fact's vector,
+# its level-0 neighbour list and the element around them, with a quarter more for the upper
+# layers, between a floor and a cap.
+_BUILD_MEMORY_FLOOR_MB = 64
+_BUILD_MEMORY_CAP_MB = 1024
+_BUILD_BYTES_PER_ELEMENT = 300
 # How long "this agent has a valid index" / "has none" is believed without asking again.
 _PRESENT_TTL_S = 300.0
 _ABSENT_TTL_S = 15.0
@@ -171,6 +181,30 @@ class BuildOutcome:
     reason: str
 
 
+def build_memory(facts: int, dimensions: int) -> str:
+    """``maintenance_work_mem`` for building the vector index of ``facts`` vectors of ``dimensions``."""
+    per_fact = dimensions * 4 + 2 * AGENT_INDEX_M * 16 + _BUILD_BYTES_PER_ELEMENT
+    megabytes = math.ceil(facts * per_fact * 5 / 4 / (1024 * 1024))
+    return f"{min(max(megabytes, _BUILD_MEMORY_FLOOR_MB), _BUILD_MEMORY_CAP_MB)}MB"
+
+
+_AGENT_FACTS_AND_DIMENSIONS = text(
+    """
+    SELECT (SELECT count(*) FROM memory_facts WHERE agent_id = :agent),
+           (SELECT atttypmod FROM pg_attribute
+            WHERE attrelid = CAST('memory_facts' AS regclass) AND attname = 'embedding_vec')
+    """
+)
+
+
+def _sized_build_memory(connection: Connection, agent_id: str) -> str:
+    facts, dimensions = connection.execute(_AGENT_FACTS_AND_DIMENSIONS, {"agent": agent_id}).one()
+    # pgvector keeps a vector column's dimension as its type modifier (-1 when unconstrained).
+    if not dimensions or dimensions <= 0:
+        return f"{_BUILD_MEMORY_CAP_MB}MB"
+    return build_memory(int(facts), int(dimensions))
+
+
 def _agent_index_statements(agent_id: str) -> list[tuple[str, str]]:
     """(index name, CREATE statement) of each of ``agent_id``'s partial indexes."""
     predicate = f"WHERE agent_id = {agent_literal(agent_id)}"
@@ -207,7 +241,6 @@ def build_agent_index(
     """
     name = agent_index_name(agent_id)
     started = time.monotonic()
-    memory = maintenance_work_mem or AGENT_INDEX_BUILD_MAINTENANCE_WORK_MEM
     with engine.execution_options(isolation_level="AUTOCOMMIT").connect() as connection:
         key = _lock_key(agent_id)
         locked = connection.execute(
@@ -226,6 +259,7 @@ def build_agent_index(
             if not _take_build_slot(connection, wait=wait_for_slot):
                 return BuildOutcome(agent_id, name, False, time.monotonic() - started, BUSY_REASON)
             try:
+                memory = maintenance_work_mem or _sized_build_memory(connection, agent_id)
                 _build_missing(connection, agent_id, missing, memory)
             finally:
                 connection.execute(

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text
 from sqlalchemy.exc import DBAPIError
 
 from memory_core.config import MemoryConfig
@@ -33,6 +33,7 @@ from memory_core.read.agent_index import (
     agent_text_index_name,
     agents_needing_index,
     build_agent_index,
+    build_memory,
     drop_agent_index,
 )
 from memory_core.read.context import ReadContext, build_read_context
@@ -194,6 +195,37 @@ def test_maintenance_lists_and_builds_the_large_agents_indexes(table: Table) -> 
         ).scalar()
         assert predicate == "(agent_id = 'o''brien; drop'::text)"
         assert connection.execute(text("SELECT count(*) FROM memory_facts")).scalar() == sum(SIZES.values())
+
+
+def test_a_build_gets_the_memory_its_graph_needs_not_a_fixed_gigabyte() -> None:
+    # A parallel build reserves all of it in /dev/shm at once: a small agent must not take 1GB.
+    assert build_memory(10_000, 384) == "64MB"
+    # Measured: a 100,000-fact agent's graph (384 dimensions) outgrew 128MB after 58,625 facts.
+    assert int(build_memory(58_625, 384).removesuffix("MB")) > 128
+    assert int(build_memory(100_000, 384).removesuffix("MB")) >= 100_000 * 2_290 / 2**20
+    assert build_memory(100_000, 384) < build_memory(100_000, 1_536)
+    assert build_memory(5_000_000, 1_536) == "1024MB"
+
+
+def test_a_build_sets_the_sized_memory_for_itself_and_restores_the_sessions(table: Table) -> None:
+    drop_agent_index(table.ctx.engine, QUOTED)
+    settings: list[str] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, parameters: Any, _context: Any, _many: bool) -> None:
+        if "maintenance_work_mem" in statement and isinstance(parameters, dict) and "value" in parameters:
+            settings.append(str(parameters["value"]))
+
+    event.listen(table.ctx.engine, "before_cursor_execute", record)
+    try:
+        with table.ctx.engine.connect() as connection:
+            before = str(connection.execute(text("SHOW maintenance_work_mem")).scalar())
+        outcome = build_agent_index(table.ctx.engine, QUOTED)
+    finally:
+        event.remove(table.ctx.engine, "before_cursor_execute", record)
+    assert outcome.created, outcome
+    # 4,000 facts of 16 dimensions: the floor, then the session's own value back.
+    assert settings == [build_memory(SIZES[QUOTED], DIMENSIONS), before]
+    assert settings[0] == "64MB"
 
 
 def test_the_planner_uses_the_agent_index_for_the_semantic_signal(table: Table) -> None:
