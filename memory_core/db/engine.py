@@ -33,6 +33,12 @@ if getattr(psycopg._queries, "MAX_CACHED_STATEMENT_LENGTH", _CACHED_STATEMENT_LE
 PLAN_EACH_EXECUTION = "arandu_plan_each_execution"
 PLANNED_EACH_TIME: Mapping[str, Any] = MappingProxyType({PLAN_EACH_EXECUTION: True})
 
+# Execution option: prepare the statement at its first execution on a connection (psycopg
+# otherwise waits for the fifth), so that a statement run under plan_cache_mode =
+# force_generic_plan is parsed and planned once per connection, not once per execution until then.
+PREPARE_AT_ONCE = "arandu_prepare_at_once"
+PREPARED_AT_ONCE: Mapping[str, Any] = MappingProxyType({PREPARE_AT_ONCE: True})
+
 # A pooled connection used less than this long ago is not pinged before its next use.
 PING_AFTER_IDLE_S = 1.0
 _CHECKED_IN_AT = "arandu_checked_in_at"
@@ -74,14 +80,20 @@ def pooled_engine(
 
 
 def _execute_unprepared_if_asked(cursor: Any, statement: str, parameters: Any, context: Any) -> bool | None:
-    if context is None or not context.execution_options.get(PLAN_EACH_EXECUTION):
-        return None  # SQLAlchemy executes it as usual
-    cursor.execute(statement, parameters, prepare=False)
-    return True
+    if context is None:
+        return None
+    options = context.execution_options
+    if options.get(PLAN_EACH_EXECUTION):
+        cursor.execute(statement, parameters, prepare=False)
+        return True
+    if options.get(PREPARE_AT_ONCE):
+        cursor.execute(statement, parameters, prepare=True)
+        return True
+    return None  # SQLAlchemy executes it as usual
 
 
 def plan_each_execution_when_asked(engine: Engine) -> None:
-    """Honour the :data:`PLAN_EACH_EXECUTION` execution option on ``engine`` (idempotent).
+    """Honour the :data:`PLAN_EACH_EXECUTION` and :data:`PREPARE_AT_ONCE` execution options on ``engine`` (idempotent).
 
     psycopg prepares a statement after its fifth execution on a connection, and PostgreSQL may
     then reuse one generic plan for every later execution, made without the parameters' values.

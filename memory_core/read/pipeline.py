@@ -31,7 +31,6 @@ from datetime import UTC, datetime
 from functools import partial
 from typing import Any, TypeVar
 
-from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from memory_core.config import MemoryConfig, apply_overrides
@@ -58,7 +57,7 @@ from memory_core.read.keywords import counts_to_fold, keyword_weights, reweigh_k
 from memory_core.read.planner import RetrievalPlan, finalize_plan, plan_retrieval
 from memory_core.read.rank import RankedFact, merge_candidates, rank_candidates, sort_ranked
 from memory_core.read.rank import select_final as select_final_facts
-from memory_core.read.read_transaction import begin_read
+from memory_core.read.read_transaction import begin_read, plan_generically
 from memory_core.read.rerank import RerankOutcome, rerank
 from memory_core.read.schemas import RetrievedEvent, RetrieveResult, ScoredFact
 from memory_core.read.side_reads import SideSubmit
@@ -183,22 +182,6 @@ def _optional(run: _Run, session: Session, *, stage: str, consequence: str, work
         return default
     finally:
         run.timed(stage, started)
-
-
-# The statements after the signals (relevant conversations, spreading activation, patterns) look
-# rows up by agent and key, one plan fits every agent, and they are prepared: with a generic plan
-# they are not planned again. PostgreSQL's "auto" kept planning them for their parameters (their
-# generic estimates look costlier) although the generic plans ran faster: executed prepared on
-# the benchmark's agents, spreading 5.0 -> 3.5 ms (1k facts), 7.9 -> 6.4 (100k), conversations
-# 2.5 -> 1.8, patterns 0.5 -> 0.3. Set once the statements planned for their parameters
-# (PLANNED_EACH_TIME: the signals, a large agent's keyword counts) have run: force_generic_plan
-# applies to unprepared statements too.
-_GENERIC_PLANS_FROM_HERE = text("SET LOCAL plan_cache_mode = force_generic_plan")
-
-
-def _plan_generically(session: Session) -> None:
-    """From here to the end of the read transaction, prepared statements keep one generic plan."""
-    session.execute(_GENERIC_PLANS_FROM_HERE)
 
 
 def _serving(ctx: ReadContext) -> AbstractContextManager[None]:
@@ -367,7 +350,16 @@ def _read_stages(
     run.timed("signals", started)
 
     keyword_idf = _keyword_idf(run, session, qctx, outcome.signals.term_counts)
-    _plan_generically(session)
+    # The statements after the signals (relevant conversations, spreading activation, patterns)
+    # look rows up by agent and key, one plan fits every agent, and they are prepared: with a
+    # generic plan they are not planned again. PostgreSQL's "auto" kept planning them for their
+    # parameters (their generic estimates look costlier) although the generic plans ran faster:
+    # executed prepared on the benchmark's agents, spreading 5.0 -> 3.5 ms (1k facts), 7.9 -> 6.4
+    # (100k), conversations 2.5 -> 1.8, patterns 0.5 -> 0.3. Set once the statements planned for
+    # their parameters (PLANNED_EACH_TIME: a large agent's signals and keyword counts) have run;
+    # a small agent's signal statement set it itself (memory_core.read.signals).
+    if not outcome.signals.generic_plans:
+        plan_generically(session)
     started = time.perf_counter()
     merged = merge_candidates(outcome.signals.candidates)
     if keyword_idf is not None:

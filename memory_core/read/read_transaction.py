@@ -15,7 +15,7 @@ from functools import lru_cache
 from sqlalchemy import TextClause, text
 from sqlalchemy.orm import Session
 
-__all__ = ["READ_STATEMENT_TIMEOUT_MS", "READ_WORK_MEM", "begin_read", "set_ef_search"]
+__all__ = ["READ_STATEMENT_TIMEOUT_MS", "READ_WORK_MEM", "begin_read", "plan_generically", "set_ef_search"]
 
 # Reads never run longer than this; a runaway query degrades to an empty result instead.
 READ_STATEMENT_TIMEOUT_MS = 15_000
@@ -60,6 +60,18 @@ def begin_read(session: Session, *, ef_search: int | None = None) -> None:
     connection's semantic search) in the same round trip.
     """
     session.execute(_begin_statement(ef_search))
+
+
+_GENERIC_PLANS = text("SET LOCAL plan_cache_mode = force_generic_plan")
+
+
+def plan_generically(session: Session) -> None:
+    """From here to the end of ``session``'s read transaction, prepared statements keep one generic plan.
+
+    It applies to unprepared statements too: statements that must be planned for their
+    parameters (``PLANNED_EACH_TIME``) have to run before it.
+    """
+    session.execute(_GENERIC_PLANS)
 
 
 def set_ef_search(session: Session, ef_search: int) -> None:

@@ -1,16 +1,21 @@
 """The read path's statements are prepared once per connection and reused (fixed texts, COMMIT).
 
-The signal statement is the exception: its best plan depends on the agent, so it is sent
-unprepared and planned for each execution's parameters (memory_core.db.engine.PLAN_EACH_EXECUTION).
-The statements after it keep one generic plan: prepared, they are not planned again.
+An agent searched exactly (no index of its own) gets its signal statement prepared at once and
+run with one generic plan; time travel, sessions, entity filters and agents with their own
+indexes get it unprepared and planned for each execution's parameters
+(memory_core.db.engine.PLAN_EACH_EXECUTION). The statements after it keep one generic plan:
+prepared, they are not planned again.
 """
 
 from __future__ import annotations
+
+from datetime import UTC, datetime
 
 import pytest
 from sqlalchemy import create_engine
 
 from memory_core.db.statements import collapse_whitespace
+from memory_core.read import signals
 from memory_core.read.context import ReadContext, build_read_context
 from memory_core.read.pipeline import retrieve
 from memory_core.read.planner import fold_words
@@ -44,7 +49,10 @@ def test_repeated_retrieves_reuse_prepared_statements(settings: Settings, memory
         # each time with the generic plan (PostgreSQL's "auto" would have planned it twice again).
         assert spreading[0] == (2, 0)
         assert [(row.generic_plans, row.custom_plans) for row in prepared if row.conversations] == [(2, 0)]
-        assert not any(row.signal for row in prepared), "the signal statement must be planned per execution"
+        # The signal statement was prepared at its first execution and never planned again (two
+        # shapes: the first retrieve also counted its keywords' frequencies, the others reuse them).
+        signal_plans = [(row.generic_plans, row.custom_plans) for row in prepared if row.signal]
+        assert sorted(signal_plans) == [(1, 0), (6, 0)]
         assert lives in {fact.fact_id for fact in first.facts}
     finally:
         ctx.close()
@@ -71,3 +79,49 @@ def test_fold_words_ascii_shortcut_matches_the_general_path(text: str) -> None:
     general = planner._WORD.findall("".join(ch for ch in decomposed if not unicodedata.combining(ch)).casefold())
     assert fold_words(text) == general
     assert fold_words("Ágata é de São Paulo") == ["agata", "e", "de", "sao", "paulo"]
+
+
+def _prepared_signal_statements(ctx: ReadContext) -> int:
+    with ctx.engine.connect() as connection:
+        count = int(
+            connection.exec_driver_sql(
+                "SELECT count(*) FROM pg_prepared_statements WHERE strpos(statement, 'AS in_broad') > 0"
+            ).scalar_one()
+        )
+        connection.commit()  # a ROLLBACK would make psycopg deallocate the connection's statements
+    return count
+
+
+def test_generic_signal_plan_finds_what_a_plan_for_the_parameters_finds(
+    settings: Settings, memory: MemoryBuilder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    marcos = memory.entity("Marcos Tavares", aliases=["Marcos"])
+    porto_alegre = memory.entity("Porto Alegre", "place")
+    carolina = memory.entity("Carolina Souza", aliases=["Carolina"])
+    memory.fact("Marcos Tavares mora em Porto Alegre", marcos, links=[porto_alegre])
+    memory.fact("Marcos Tavares trabalha como engenheiro de software", marcos)
+    memory.fact("Carolina Souza é arquiteta em Porto Alegre", carolina, links=[porto_alegre])
+    memory.fact("Carolina Souza gosta de correr no parque", carolina)
+    engine = create_engine(settings.sqlalchemy_url, pool_size=1, max_overflow=0)
+    ctx: ReadContext = build_read_context(settings, embedder=memory.embedder, llm=None, engine=engine)
+    questions = ["Quem mora em Porto Alegre?", "O que o Marcos faz?", "Carolina gosta de correr?"]
+    try:
+        generic = [retrieve(ctx, agent_id=memory.agent_id, query=question) for question in questions]
+        shapes = _prepared_signal_statements(ctx)
+        assert shapes >= 1, "a small agent's signal statement is prepared at its first execution"
+        monkeypatch.setattr(signals, "_plans_generically", lambda request, strategy: False)
+        planned = [retrieve(ctx, agent_id=memory.agent_id, query=question) for question in questions]
+        for with_generic, with_planned in zip(generic, planned, strict=True):
+            assert [(f.fact_id, f.scores) for f in with_generic.facts] == [
+                (f.fact_id, f.scores) for f in with_planned.facts
+            ]
+            assert with_generic.facts, "each question finds facts"
+        keyword_hits = [f for result in generic for f in result.facts if f.scores["keyword"] > 0]
+        assert keyword_hits, "the keyword signal (its term query built once per statement) found facts"
+        monkeypatch.undo()
+        # Time travel is planned for its parameters: no new prepared signal statement.
+        travelled = retrieve(ctx, agent_id=memory.agent_id, query=questions[0], as_of=datetime.now(UTC))
+        assert travelled.warnings == []
+        assert _prepared_signal_statements(ctx) == shapes
+    finally:
+        ctx.close()
