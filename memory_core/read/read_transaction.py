@@ -28,8 +28,9 @@ READ_WORK_MEM = "32MB"
 # after five plans made for their parameters PostgreSQL keeps one generic plan when it costs no
 # more: the small lookups by agent and key stop being planned again (planning was a third of a
 # small agent's retrieve in the database). The statements whose plan depends on the agent asked
-# (the signal statement, a large agent's keyword counts, the graph expansion) are sent
-# unprepared and planned for their parameters every time (memory_core.db.engine.PLAN_EACH_EXECUTION).
+# (a large agent's signal statement and keyword counts, the graph expansion) are sent unprepared
+# and planned for their parameters every time (memory_core.db.engine.PLAN_EACH_EXECUTION); a
+# small agent's signal statement is prepared at once with one generic plan (plan_generically).
 # max_parallel_workers_per_gather: a retrieval's statements read a few thousand rows at most;
 # starting a parallel worker for one of them cost more than it saved (a 3 ms keyword scan took
 # 17 ms behind its Gather at 100,000 facts), and under concurrent retrievals every core is busy anyway.
