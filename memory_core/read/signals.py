@@ -34,6 +34,7 @@ count is cached per agent for :data:`AGENT_COUNT_TTL_SEC`.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -208,6 +209,7 @@ class SignalResult:
             "duration_ms": round(self.duration_ms, 2),
             "statements": self.statements,
             "semantic_started_early": self.semantic_started_early,
+            "generic_plans": self.generic_plans,
         }
 
 
@@ -292,7 +294,7 @@ sem AS (SELECT id, distance FROM sem_ann ORDER BY distance, id LIMIT :sem_limit)
 # large agent's common words, a thousand heap visits).
 _KW_TEXT_POOL = (
     "SELECT f.id, f.fact_text, f.entity_key, f.importance, f.valid_from FROM memory_facts f "
-    "WHERE {agent_scope}{fact_filter} AND f.search_vector @@ to_tsquery('simple', :tsquery)"
+    "WHERE {agent_scope}{fact_filter} AND f.search_vector @@ (SELECT to_tsquery('simple', :tsquery))"
 )
 _KW_SCANNED_POOL = "SELECT id, fact_text, entity_key, importance, valid_from FROM scanned WHERE kw_hit{usable}"
 _KW_PATTERN_POOL = """(
@@ -821,19 +823,23 @@ def run_signals(
         if request.keywords and request.search_keywords is None:
             indexed = strategy == "agent_index"
             request.search_keywords, result.keywords_dropped = choose_search_keywords(session, request, indexed)
-        rows = _side_by_side_rows(session, request, strategy, ef_search, side, semantic=semantic) if ef_search else None
+        split = (
+            _side_by_side_rows(session, request, strategy, ef_search, side, semantic=semantic) if ef_search else None
+        )
     finally:
         # A side read never outlives its request, whatever failed before it was taken up.
         if semantic is not None:
             wait([semantic])
-    if rows is not None:
+    if split is not None:
+        rows, result.generic_plans = split
         result.statements = 2
     else:
         if ef_search:
             set_ef_search(session, ef_search)
         sql, params = _statement(request, strategy)
         rows = []
-        if sql and _plans_generically(request, strategy):
+        # (Without a query vector the strategy is None here, and the agent is a bound parameter.)
+        if sql and strategy == "exact" and _plans_generically(request, strategy):
             plan_generically(session)
             result.generic_plans = True
             rows = list(session.execute(compact_sql(sql), params, execution_options=PREPARED_AT_ONCE).all())
@@ -861,16 +867,25 @@ def run_signals(
 def _plans_generically(request: SignalRequest, strategy: VectorStrategy | None) -> bool:
     """Whether the signal statement runs prepared with one generic plan per connection and shape.
 
-    An agent searched exactly (no index of its own) gets the same plan whoever it is: its rows
-    through the ``(agent_id, ...)`` b-tree, every other signal through indexes led by the agent.
-    Planning that statement for its parameters cost more than running it (on the benchmark's
-    1,000-fact agent, a slow hour: parse 1.3 ms + planning 5.6 ms, execution 10.1 ms), and its
-    text takes a few shapes only (17 for the benchmark's 200 questions). Not for time travel,
-    sessions or entity filters (their keyword counts are not folded into the statement, and
-    the statement that counts them must be planned for its parameters), nor for agents with
-    indexes of their own (a partial index needs the agent's literal and a plan for it).
+    ``strategy`` "exact": an agent searched exactly (no index of its own) gets the same plan
+    whoever it is: its rows through the ``(agent_id, ...)`` b-tree, every other signal through
+    indexes led by the agent. Planning that statement for its parameters cost more than running
+    it (on the benchmark's 1,000-fact agent, a slow hour: parse 1.3 ms + planning 5.6 ms,
+    execution 10.1 ms), and its text takes a few shapes only (17 for the benchmark's 200
+    questions). ``None``: the keyword and graph statement of an agent with indexes of its own,
+    whose semantic search runs beside it (planning 5.5 + parse 1.2 ms per retrieve at 100,000
+    facts); it names the agent as a literal (:func:`_side_by_side_rows`), so its text is that
+    agent's. Not the statement holding an HNSW walk (its LIMIT and ef_search want a plan for
+    their values), nor time travel, sessions or entity filters (their keyword counts are not
+    folded into the statement, and the statement that counts them must be planned for its
+    parameters).
     """
-    return strategy == "exact" and request.window is None and request.session_id is None and request.filter_keys is None
+    return (
+        strategy in ("exact", None)
+        and request.window is None
+        and request.session_id is None
+        and request.filter_keys is None
+    )
 
 
 def _term_counts(rows: Sequence[Any], request: SignalRequest) -> tuple[int, list[int]] | None:
@@ -919,6 +934,9 @@ def _semantic_work(request: SignalRequest, strategy: VectorStrategy | None) -> C
     return semantic_rows
 
 
+_AGENT_PARAMETER = re.compile(r":agent\b")
+
+
 def _side_by_side_rows(
     session: Session,
     request: SignalRequest,
@@ -927,8 +945,11 @@ def _side_by_side_rows(
     side: SideSubmit | None,
     *,
     semantic: Future[list[Any]] | None = None,
-) -> list[Any] | None:
-    """The semantic rows (read on a side connection) and the other signals' rows; None if not split."""
+) -> tuple[list[Any], bool] | None:
+    """The semantic rows (read on a side connection) and the other signals' rows; None if not split.
+
+    With them, whether the other signals' statement ran with a generic plan (:func:`_plans_generically`).
+    """
     rest_sql, rest_params = _statement(request, None)
     future = semantic
     if future is None:
@@ -937,16 +958,24 @@ def _side_by_side_rows(
         future = side(_semantic_work(request, strategy), ef_search=ef_search)
         if future is None:
             return None  # every side connection is busy: one statement, as for a small agent
+    generic = bool(rest_sql) and _plans_generically(request, None)
     try:
+        if generic:
+            # The agent as a literal throughout: a generic plan can then prove its own indexes'
+            # predicates and knows how many rows it has (its b-tree range would be ANDed with its
+            # keyword index otherwise: 23 ms for the benchmark's 100,000-fact agent).
+            rest_sql = _AGENT_PARAMETER.sub(agent_literal(request.agent_id), rest_sql)
+            plan_generically(session)
+        options = PREPARED_AT_ONCE if generic else PLANNED_EACH_TIME
         rest_rows = (
-            list(session.execute(compact_sql(rest_sql), rest_params, execution_options=PLANNED_EACH_TIME).all())
+            list(session.execute(compact_sql(rest_sql), rest_params, execution_options=options).all())
             if rest_sql
             else []
         )
     finally:
         # Waited for even when the main statement failed: the side read must not outlive the request.
         semantic_rows = future.result()
-    return [*semantic_rows, *rest_rows]
+    return [*semantic_rows, *rest_rows], generic
 
 
 def choose_search_keywords(session: Session, request: SignalRequest, indexed: bool) -> tuple[list[str], list[str]]:

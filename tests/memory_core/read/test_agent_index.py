@@ -481,6 +481,12 @@ def test_a_large_agents_semantic_search_runs_beside_the_other_signals_and_finds_
         # The walk of the agent's index began with the read, before the query's entities.
         assert beside.trace["retrieval"]["semantic_started_early"] is True
         assert single.trace["retrieval"]["semantic_started_early"] is False
+        # Beside the walk, the keyword and graph statement names the agent and keeps a generic
+        # plan; alone, the statement holding the walk is planned for its values. Same answer.
+        assert (beside.trace["retrieval"]["generic_plans"], single.trace["retrieval"]["generic_plans"]) == (
+            True,
+            False,
+        )
         assert [f.fact_id for f in beside.facts] == [f.fact_id for f in single.facts]
         # Recency is computed from each call's own clock: the scores agree to a few microseconds' decay.
         assert [f.score for f in beside.facts] == pytest.approx([f.score for f in single.facts], abs=1e-4)
