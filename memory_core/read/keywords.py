@@ -49,7 +49,7 @@ from sqlalchemy.orm import Session
 
 from memory_core.db.engine import PLANNED_EACH_TIME
 from memory_core.db.statements import compact_sql
-from memory_core.read.agent_index import database_key
+from memory_core.read.agent_index import agent_literal, database_key
 from memory_core.read.conversations import term_queries
 from memory_core.read.entities import TimeWindow, fact_validity_sql, window_params
 from memory_core.read.planner import fold_words, keyword_haystack, match_forms
@@ -97,11 +97,14 @@ SELECT t.ord, (SELECT count(*) FROM mine m WHERE m.search_vector @@ t.tq) FROM t
 """
 
 # Per keyword, the agent's matches through the GIN index, capped (rare words: few rows anywhere).
+# The agent is a literal ({agent}): this statement runs after a large agent's signal statement,
+# which may have left the read transaction on generic plans (memory_core.read.signals), and only
+# a plan that sees the agent's value can use the agent's own keyword index.
 _INDEX_DF_SQL = """
 SELECT t.ord, (
     SELECT count(*) FROM (
         SELECT 1 FROM memory_facts f
-        WHERE f.agent_id = :agent AND {validity} AND f.search_vector @@ to_tsquery('simple', t.q)
+        WHERE f.agent_id = {agent} AND {validity} AND f.search_vector @@ to_tsquery('simple', t.q)
         LIMIT :cap
     ) AS hit
 ) AS df
@@ -185,10 +188,11 @@ def document_frequencies(
             frequencies.append(None)
     missing = [query for query, value in zip(queries, frequencies, strict=True) if value is None]
     if missing:
-        # Planned for this agent each time: only then can PostgreSQL use the agent's own keyword
-        # index (its predicate names the agent; memory_core.read.agent_index).
+        # Planned for this agent's values (unless the read transaction is on generic plans
+        # already): with them, and with the agent as a literal, PostgreSQL can use the agent's own
+        # keyword index (its predicate names the agent; memory_core.read.agent_index).
         rows = session.execute(
-            compact_sql(_INDEX_DF_SQL.format(validity=validity)),
+            compact_sql(_INDEX_DF_SQL.format(validity=validity, agent=agent_literal(agent_id))),
             {**params, "term_queries": missing, "cap": DF_CAP},
             execution_options=PLANNED_EACH_TIME,
         ).all()
