@@ -30,6 +30,7 @@ from memory_core.read.agent_index import (
     BuildOutcome,
     agent_index_name,
     agent_indexes,
+    agent_literal,
     agent_text_index_name,
     agents_needing_index,
     build_agent_index,
@@ -615,3 +616,24 @@ def test_one_index_build_at_a_time_and_maintenance_waits_its_turn(table: Table) 
         assert _index_exists(table.ctx, GROWING)
     finally:
         holder.close()
+
+
+def test_a_large_agents_keyword_counts_use_its_own_index_under_a_generic_plan(table: Table) -> None:
+    # The counts run after the keyword and graph statement, which leaves the read transaction on
+    # generic plans: a plan made without the values must still reach the agent's keyword index.
+    from memory_core.read.entities import fact_validity_sql
+    from memory_core.read.keywords import _INDEX_DF_SQL
+
+    build_agent_index(table.ctx.engine, BIG)
+    statement = _INDEX_DF_SQL.format(validity=fact_validity_sql("f", None), agent=agent_literal(BIG))
+    prepared = statement.replace(":term_queries", "$1").replace(":cap", "$2")
+    assert ":" not in prepared.replace("::", ""), prepared
+    with table.ctx.engine.connect() as connection:
+        connection.exec_driver_sql("SET plan_cache_mode = force_generic_plan")
+        connection.exec_driver_sql(f"PREPARE counts(text[], int) AS {prepared}")
+        plan = "\n".join(
+            str(row[0]) for row in connection.exec_driver_sql("EXPLAIN EXECUTE counts(ARRAY['zzqx:*'], 1000)").all()
+        )
+        connection.exec_driver_sql("DEALLOCATE counts")
+        connection.rollback()
+    assert agent_text_index_name(BIG) in plan, plan
