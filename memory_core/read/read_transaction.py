@@ -28,9 +28,10 @@ READ_WORK_MEM = "32MB"
 # after five plans made for their parameters PostgreSQL keeps one generic plan when it costs no
 # more: the small lookups by agent and key stop being planned again (planning was a third of a
 # small agent's retrieve in the database). The statements whose plan depends on the agent asked
-# (a large agent's signal statement and keyword counts, the graph expansion) are sent unprepared
-# and planned for their parameters every time (memory_core.db.engine.PLAN_EACH_EXECUTION); a
-# small agent's signal statement is prepared at once with one generic plan (plan_generically).
+# (a large agent's statement holding its HNSW walk, its keyword counts, the graph expansion) are
+# sent unprepared and planned for their parameters every time
+# (memory_core.db.engine.PLAN_EACH_EXECUTION); a small agent's signal statement and a large
+# agent's keyword and graph statement are prepared at once with one generic plan (plan_generically).
 # max_parallel_workers_per_gather: a retrieval's statements read a few thousand rows at most;
 # starting a parallel worker for one of them cost more than it saved (a 3 ms keyword scan took
 # 17 ms behind its Gather at 100,000 facts), and under concurrent retrievals every core is busy anyway.

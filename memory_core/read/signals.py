@@ -838,8 +838,7 @@ def run_signals(
             set_ef_search(session, ef_search)
         sql, params = _statement(request, strategy)
         rows = []
-        # (Without a query vector the strategy is None here, and the agent is a bound parameter.)
-        if sql and strategy == "exact" and _plans_generically(request, strategy):
+        if sql and strategy == "exact" and _plans_generically(request):
             plan_generically(session)
             result.generic_plans = True
             rows = list(session.execute(compact_sql(sql), params, execution_options=PREPARED_AT_ONCE).all())
@@ -864,28 +863,22 @@ def run_signals(
     return _finish(result, list(merged.values()), started)
 
 
-def _plans_generically(request: SignalRequest, strategy: VectorStrategy | None) -> bool:
-    """Whether the signal statement runs prepared with one generic plan per connection and shape.
+def _plans_generically(request: SignalRequest) -> bool:
+    """Whether a signal statement that may keep one generic plan does, for this request.
 
-    ``strategy`` "exact": an agent searched exactly (no index of its own) gets the same plan
-    whoever it is: its rows through the ``(agent_id, ...)`` b-tree, every other signal through
-    indexes led by the agent. Planning that statement for its parameters cost more than running
-    it (on the benchmark's 1,000-fact agent, a slow hour: parse 1.3 ms + planning 5.6 ms,
-    execution 10.1 ms), and its text takes a few shapes only (17 for the benchmark's 200
-    questions). ``None``: the keyword and graph statement of an agent with indexes of its own,
-    whose semantic search runs beside it (planning 5.5 + parse 1.2 ms per retrieve at 100,000
-    facts); it names the agent as a literal (:func:`_side_by_side_rows`), so its text is that
-    agent's. Not the statement holding an HNSW walk (its LIMIT and ef_search want a plan for
-    their values), nor time travel, sessions or entity filters (their keyword counts are not
-    folded into the statement, and the statement that counts them must be planned for its
-    parameters).
+    Two statements may (their callers decide which runs): an exactly searched agent's (no index
+    of its own), whose plan is the same whoever the agent is: its rows through the
+    ``(agent_id, ...)`` b-tree, every other signal through indexes led by the agent; planning it
+    for its parameters cost more than running it (on the benchmark's 1,000-fact agent, a slow
+    hour: parse 1.3 ms + planning 5.6 ms, execution 10.1 ms), and its text takes a few shapes
+    only (17 for the benchmark's 200 questions). And the keyword and graph statement of an agent
+    with indexes of its own, run beside its semantic search (planning 5.5 + parse 1.2 ms per
+    retrieve at 100,000 facts), which names the agent as a literal (:func:`_side_by_side_rows`).
+    Never the statement holding an HNSW walk (its LIMIT and ef_search want a plan for their
+    values). Not for time travel, sessions or entity filters: their keyword counts are not folded
+    into the statement, and the statement that counts them must be planned for its parameters.
     """
-    return (
-        strategy in ("exact", None)
-        and request.window is None
-        and request.session_id is None
-        and request.filter_keys is None
-    )
+    return request.window is None and request.session_id is None and request.filter_keys is None
 
 
 def _term_counts(rows: Sequence[Any], request: SignalRequest) -> tuple[int, list[int]] | None:
@@ -958,7 +951,7 @@ def _side_by_side_rows(
         future = side(_semantic_work(request, strategy), ef_search=ef_search)
         if future is None:
             return None  # every side connection is busy: one statement, as for a small agent
-    generic = bool(rest_sql) and _plans_generically(request, None)
+    generic = bool(rest_sql) and _plans_generically(request)
     try:
         if generic:
             # The agent as a literal throughout: a generic plan can then prove its own indexes'

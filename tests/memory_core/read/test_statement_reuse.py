@@ -109,7 +109,7 @@ def test_generic_signal_plan_finds_what_a_plan_for_the_parameters_finds(
         generic = [retrieve(ctx, agent_id=memory.agent_id, query=question) for question in questions]
         shapes = _prepared_signal_statements(ctx)
         assert shapes >= 1, "a small agent's signal statement is prepared at its first execution"
-        monkeypatch.setattr(signals, "_plans_generically", lambda request, strategy: False)
+        monkeypatch.setattr(signals, "_plans_generically", lambda request: False)
         planned = [retrieve(ctx, agent_id=memory.agent_id, query=question) for question in questions]
         for with_generic, with_planned in zip(generic, planned, strict=True):
             assert [(f.fact_id, f.scores) for f in with_generic.facts] == [
