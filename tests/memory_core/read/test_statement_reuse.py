@@ -112,9 +112,11 @@ def test_generic_signal_plan_finds_what_a_plan_for_the_parameters_finds(
         monkeypatch.setattr(signals, "_plans_generically", lambda request: False)
         planned = [retrieve(ctx, agent_id=memory.agent_id, query=question) for question in questions]
         for with_generic, with_planned in zip(generic, planned, strict=True):
-            assert [(f.fact_id, f.scores) for f in with_generic.facts] == [
-                (f.fact_id, f.scores) for f in with_planned.facts
-            ]
+            assert [f.fact_id for f in with_generic.facts] == [f.fact_id for f in with_planned.facts]
+            # Recency and the graph's edge age come from each call's own clock: equal to a few
+            # microseconds' decay (the sixth decimal of a score can flip between the two calls).
+            for generic_fact, planned_fact in zip(with_generic.facts, with_planned.facts, strict=True):
+                assert generic_fact.scores == pytest.approx(planned_fact.scores, abs=1e-5)
             assert with_generic.facts, "each question finds facts"
         keyword_hits = [f for result in generic for f in result.facts if f.scores["keyword"] > 0]
         assert keyword_hits, "the keyword signal (its term query built once per statement) found facts"
