@@ -194,8 +194,10 @@ def _side_submit(run: _Run) -> SideSubmit | None:
     if side_reads is None or side_reads.connections <= 0:
         return None
 
-    def submit(work: Callable[[Session], T], *, ef_search: int | None = None) -> Future[T] | None:
-        return side_reads.submit(work, begin=partial(begin_read, ef_search=ef_search))
+    def submit(
+        work: Callable[[Session], T], *, ef_search: int | None = None, generic_plans: bool = False
+    ) -> Future[T] | None:
+        return side_reads.submit(work, begin=partial(begin_read, ef_search=ef_search, generic_plans=generic_plans))
 
     return submit
 

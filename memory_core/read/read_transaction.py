@@ -28,10 +28,11 @@ READ_WORK_MEM = "32MB"
 # after five plans made for their parameters PostgreSQL keeps one generic plan when it costs no
 # more: the small lookups by agent and key stop being planned again (planning was a third of a
 # small agent's retrieve in the database). The statements whose plan depends on the agent asked
-# (a large agent's statement holding its HNSW walk, its keyword counts, the graph expansion) are
-# sent unprepared and planned for their parameters every time
-# (memory_core.db.engine.PLAN_EACH_EXECUTION); a small agent's signal statement and a large
-# agent's keyword and graph statement are prepared at once with one generic plan (plan_generically).
+# (a large agent's keyword counts, the graph expansion, and a large agent's signal statements under
+# time travel, a session or an entity filter) are sent unprepared and planned for their
+# parameters every time (memory_core.db.engine.PLAN_EACH_EXECUTION); a small agent's signal
+# statement and a large agent's semantic search and its keyword and graph statement are
+# prepared at once with one generic plan (plan_generically), the large agent's naming it as a literal.
 # max_parallel_workers_per_gather: a retrieval's statements read a few thousand rows at most;
 # starting a parallel worker for one of them cost more than it saved (a 3 ms keyword scan took
 # 17 ms behind its Gather at 100,000 facts), and under concurrent retrievals every core is busy anyway.
@@ -47,24 +48,31 @@ def _ef_search_setting(ef_search: int) -> str:
     return f"SET LOCAL hnsw.ef_search = {int(ef_search)}"
 
 
+_GENERIC_PLANS_SETTING = "SET LOCAL plan_cache_mode = force_generic_plan"
+
+
 @lru_cache(maxsize=16)
-def _begin_statement(ef_search: int | None) -> TextClause:
-    # One text per setting: SQLAlchemy caches each compiled once.
-    if ef_search is None:
-        return text(_BEGIN_READ)
-    return text(f"{_BEGIN_READ}; {_ef_search_setting(ef_search)}")
+def _begin_statement(ef_search: int | None, generic_plans: bool) -> TextClause:
+    # One text per combination of settings: SQLAlchemy caches each compiled once.
+    settings = [_BEGIN_READ]
+    if ef_search is not None:
+        settings.append(_ef_search_setting(ef_search))
+    if generic_plans:
+        settings.append(_GENERIC_PLANS_SETTING)
+    return text("; ".join(settings))
 
 
-def begin_read(session: Session, *, ef_search: int | None = None) -> None:
+def begin_read(session: Session, *, ef_search: int | None = None, generic_plans: bool = False) -> None:
     """Make ``session``'s transaction read-only and bounded in time (reads must never write or hang).
 
     ``ef_search`` sets the HNSW candidate list of the transaction's vector index scans (a side
-    connection's semantic search) in the same round trip.
+    connection's semantic search) in the same round trip; ``generic_plans`` does there what
+    :func:`plan_generically` does, for a transaction whose every statement may keep one generic plan.
     """
-    session.execute(_begin_statement(ef_search))
+    session.execute(_begin_statement(ef_search, generic_plans))
 
 
-_GENERIC_PLANS = text("SET LOCAL plan_cache_mode = force_generic_plan")
+_GENERIC_PLANS = text(_GENERIC_PLANS_SETTING)
 
 
 def plan_generically(session: Session) -> None:

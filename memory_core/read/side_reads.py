@@ -48,10 +48,13 @@ T = TypeVar("T")
 class SideSubmit(Protocol):
     """Start ``work`` on a side connection in a read transaction; ``None`` when none is free.
 
-    ``ef_search`` is set for the transaction as it opens (a semantic search through an HNSW index).
+    ``ef_search`` is set for the transaction as it opens (a semantic search through an HNSW index),
+    and so is ``plan_cache_mode = force_generic_plan`` with ``generic_plans``.
     """
 
-    def __call__(self, work: Callable[[Session], T], *, ef_search: int | None = None) -> Future[T] | None: ...
+    def __call__(
+        self, work: Callable[[Session], T], *, ef_search: int | None = None, generic_plans: bool = False
+    ) -> Future[T] | None: ...
 
 
 def _default_max_busy() -> int:

@@ -873,9 +873,10 @@ def _plans_generically(request: SignalRequest) -> bool:
     hour: parse 1.3 ms + planning 5.6 ms, execution 10.1 ms), and its text takes a few shapes
     only (17 for the benchmark's 200 questions). And the keyword and graph statement of an agent
     with indexes of its own, run beside its semantic search (planning 5.5 + parse 1.2 ms per
-    retrieve at 100,000 facts), which names the agent as a literal (:func:`_side_by_side_rows`).
-    Never the statement holding an HNSW walk (its LIMIT and ef_search want a plan for their
-    values). Not for time travel, sessions or entity filters: their keyword counts are not folded
+    retrieve at 100,000 facts), which names the agent as a literal (:func:`_side_by_side_rows`);
+    and that agent's semantic search on the side connection (planning 0.7 + parse 0.2 ms), which
+    names the agent and its LIMITs as literals (:func:`_with_literal_limits`): the generic plan is
+    the HNSW walk the parameters' plan is. Not for time travel, sessions or entity filters: their keyword counts are not folded
     into the statement, and the statement that counts them must be planned for its parameters.
     """
     return request.window is None and request.session_id is None and request.filter_keys is None
@@ -900,7 +901,7 @@ def start_indexed_semantic(request: SignalRequest, side: SideSubmit) -> Future[l
     if request.query_vector is None or request.filter_keys is not None:
         return None
     ef_search = _agent_index_ef_search(_semantic_wanted(request.config))
-    return side(_semantic_work(request, "agent_index"), ef_search=ef_search)
+    return _submit_semantic(side, request, "agent_index", ef_search)
 
 
 def _semantic_wanted(config: MemoryConfig) -> int:
@@ -917,17 +918,50 @@ def _semantic_only(request: SignalRequest) -> SignalRequest:
     )
 
 
-def _semantic_work(request: SignalRequest, strategy: VectorStrategy | None) -> Callable[[Session], list[Any]]:
+def _submit_semantic(
+    side: SideSubmit, request: SignalRequest, strategy: VectorStrategy | None, ef_search: int
+) -> Future[list[Any]] | None:
+    """The semantic search on a side connection; with one generic plan when :func:`_plans_generically`."""
+    generic = strategy == "agent_index" and _plans_generically(request)
+    return side(_semantic_work(request, strategy, generic=generic), ef_search=ef_search, generic_plans=generic)
+
+
+def _semantic_work(
+    request: SignalRequest, strategy: VectorStrategy | None, *, generic: bool
+) -> Callable[[Session], list[Any]]:
     def semantic_rows(side_session: Session) -> list[Any]:
         # Built on the side thread: a refused side read (busy process) costs no statement text.
         sem_sql, sem_params = _statement(_semantic_only(request), strategy)
-        # ef_search was set as the side transaction opened (SideSubmit): no round trip here.
-        return list(side_session.execute(compact_sql(sem_sql), sem_params, execution_options=PLANNED_EACH_TIME).all())
+        # ef_search (and, when generic, plan_cache_mode) was set as the side transaction opened
+        # (SideSubmit): no round trip here.
+        if not generic:
+            return list(
+                side_session.execute(compact_sql(sem_sql), sem_params, execution_options=PLANNED_EACH_TIME).all()
+            )
+        sem_sql, sem_params = _with_literal_limits(
+            _AGENT_PARAMETER.sub(agent_literal(request.agent_id), sem_sql), sem_params
+        )
+        return list(side_session.execute(compact_sql(sem_sql), sem_params, execution_options=PREPARED_AT_ONCE).all())
 
     return semantic_rows
 
 
 _AGENT_PARAMETER = re.compile(r":agent\b")
+_LIMIT_PARAMETERS = ("ann_limit", "sem_limit")
+
+
+def _with_literal_limits(sql: str, params: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """``sql`` with the HNSW walk's LIMITs written in, and the parameters left to bind.
+
+    A generic plan must know how many rows the walk is asked for: with LIMIT $n PostgreSQL
+    plans for a tenth of the agent's rows, which an HNSW index scan is no longer certain to
+    win. They come from the config, so a deployment's statement text keeps one shape.
+    """
+    bound = dict(params)
+    for name in _LIMIT_PARAMETERS:
+        if name in bound:
+            sql = re.sub(rf":{name}\b", str(int(bound.pop(name))), sql)
+    return sql, bound
 
 
 def _side_by_side_rows(
@@ -948,7 +982,7 @@ def _side_by_side_rows(
     if future is None:
         if side is None or not rest_sql:
             return None  # no side connections, or semantic search alone: nothing to run beside it
-        future = side(_semantic_work(request, strategy), ef_search=ef_search)
+        future = _submit_semantic(side, request, strategy, ef_search)
         if future is None:
             return None  # every side connection is busy: one statement, as for a small agent
     generic = bool(rest_sql) and _plans_generically(request)

@@ -446,9 +446,9 @@ def test_a_large_agents_semantic_search_runs_beside_the_other_signals_and_finds_
     assert side is not None
     assert side.connections > 0
 
-    def submit(work: Any, *, ef_search: int | None = None) -> Any:
+    def submit(work: Any, *, ef_search: int | None = None, generic_plans: bool = False) -> Any:
         # ``begin`` makes it a read transaction and sets ef_search, as the read pipeline's does.
-        return side.submit(work, begin=partial(begin_read, ef_search=ef_search))
+        return side.submit(work, begin=partial(begin_read, ef_search=ef_search, generic_plans=generic_plans))
 
     for seed in range(5):
         request = SignalRequest(
@@ -494,6 +494,43 @@ def test_a_large_agents_semantic_search_runs_beside_the_other_signals_and_finds_
         assert beside.context == single.context
         assert "events" in beside.trace["timings_ms"]
         assert not beside.warnings
+
+
+def _walk_plans(side: SideReads) -> list[tuple[int, int]]:
+    """(generic, custom) plan counts of the prepared statements holding an HNSW walk, on ``side``'s one connection."""
+    engine = side._engine
+    assert engine is not None
+    with engine.connect() as connection:
+        rows = connection.execute(
+            text("SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement LIKE '%sem_ann AS%'")
+        ).all()
+        connection.commit()
+    return [(int(generic), int(custom)) for generic, custom in rows]
+
+
+def test_a_large_agents_walk_is_prepared_once_with_one_generic_plan_and_finds_the_same(table: Table) -> None:
+    build_agent_index(table.ctx.engine, BIG)
+    side = SideReads(table.ctx.engine, 1)
+    try:
+        beside_ctx = replace(table.ctx, side_reads=side)
+        for seed in range(4):
+            query = _query(460 + seed)
+            beside = retrieve(replace(beside_ctx, embedder=FixedEmbedder(query)), agent_id=BIG, query="zzqx")
+            single = retrieve(
+                replace(_one_connection(table.ctx), embedder=FixedEmbedder(query)), agent_id=BIG, query="zzqx"
+            )
+            assert beside.facts
+            assert [f.fact_id for f in beside.facts] == [f.fact_id for f in single.facts]
+            assert [f.scores["semantic"] for f in beside.facts] == [f.scores["semantic"] for f in single.facts]
+        # One statement text for the four questions (the agent and its LIMITs written in, the
+        # vector bound), prepared at its first run and never planned for its values.
+        assert _walk_plans(side) == [(4, 0)]
+        # Time travel keeps its walk planned for its values: nothing more is prepared.
+        moment = datetime.now(UTC)
+        retrieve(replace(beside_ctx, embedder=FixedEmbedder(_query(470))), agent_id=BIG, query="zzqx", as_of=moment)
+        assert _walk_plans(side) == [(4, 0)]
+    finally:
+        side.close()
 
 
 def test_a_search_narrowed_by_entity_keys_is_not_started_before_its_entities(table: Table) -> None:
