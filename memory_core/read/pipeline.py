@@ -286,6 +286,7 @@ def _start_indexed_semantic(run: _Run, vector: list[float] | None, threshold: in
         window=run.window,
         session_id=run.session_id,
         agent_index_min_facts=threshold,
+        agent_index_ef_search=run.ctx.settings.retrieval_ef_search,
     )
     return start_indexed_semantic(request, side)
 
@@ -346,6 +347,7 @@ def _read_stages(
         agent_facts=qctx.agent_facts,
         table_rows=qctx.table_rows,
         agent_index_min_facts=threshold,
+        agent_index_ef_search=run.ctx.settings.retrieval_ef_search,
         term_queries=_counts_to_fold(run, session, qctx),
     )
     outcome.signals = run_signals(session, request, side=_side_submit(run), semantic=semantic)

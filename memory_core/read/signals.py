@@ -17,7 +17,7 @@ agent that owns a small slice of the table fewer than ``k`` results, or none; so
 * **agent_index** when the agent has a partial HNSW index of its own
   (:mod:`memory_core.read.agent_index`; built for agents with at least
   ``retrieval_agent_index_min_facts`` facts): every tuple it yields is the agent's, and
-  ``SET LOCAL hnsw.ef_search`` is raised to :data:`AGENT_INDEX_EF_SEARCH`.
+  ``SET LOCAL hnsw.ef_search`` is raised to ``retrieval_ef_search`` (:data:`AGENT_INDEX_EF_SEARCH`).
 * **exact** otherwise, and whenever an ``entity_keys`` filter narrows the candidates: the
   ``(agent_id, ...)`` b-tree narrows the scan to the agent's rows and they are ordered by true
   distance (the ``+ 0`` in the ORDER BY keeps the planner off any vector index an operator may
@@ -88,12 +88,15 @@ KEYWORD_MAX_MATCHES = 1_000
 # Graph BFS keeps at most this many entities per hop (strongest paths first).
 GRAPH_FRONTIER_LIMIT = 100
 
-# Searches of an agent's own partial index: ef_search and how many rows they ask it for.
-# Measured on the benchmark's 100,000-fact agent (hashing embeddings of templated facts, so many
-# near-duplicate vectors; recall@10 against exact search, ties counted) with the index's build
-# parameters (memory_core.read.agent_index): ef_search 100 -> 0.93, 200 -> 0.96, 400 -> 0.98,
-# 800 -> 0.997. 400 keeps recall well above 0.95 at a quarter of 800's cost.
-AGENT_INDEX_EF_SEARCH = 400
+# Searches of an agent's own partial index: the default ef_search (ARANDU_RETRIEVAL_EF_SEARCH) and
+# how many rows they ask it for. Measured on the benchmark's 100,000-fact agent (hashing
+# embeddings of templated facts, so many near-duplicate vectors; recall@10 against exact search,
+# ties counted, 200 questions) with the index's build parameters (memory_core.read.agent_index),
+# the bare walk's p50 on an Intel Xeon (2026-12-04): ef_search 100 -> 0.923 (3.0 ms), 200 ->
+# 0.956 (5.0), 300 -> 0.970 (5.3-7.4), 400 -> 0.977 (9.6), 600 -> 0.991 (14.1); at 10,000 facts
+# 0.999-1.000 from 200 on. The cost grows with ef_search and recall flattens: 300 keeps recall
+# above 0.95 with a margin; a whole 100,000-fact retrieve took 4.5 ms less CPU and time than at 400.
+AGENT_INDEX_EF_SEARCH = 300
 AGENT_INDEX_OVERFETCH = 2
 
 VectorStrategy = Literal["exact", "agent_index"]
@@ -173,6 +176,8 @@ class SignalRequest:
     table_rows: float = 0.0
     # Agents with at least this many facts get a partial vector index of their own (0 = never).
     agent_index_min_facts: int = 0
+    # The HNSW candidate list of a search through that index (raised to what the search asks for).
+    agent_index_ef_search: int = AGENT_INDEX_EF_SEARCH
     # The keywords that find candidates (None = all of them); see choose_search_keywords.
     search_keywords: Sequence[str] | None = None
     # Term queries whose document frequencies an exact pass over the agent's facts counts too
@@ -198,6 +203,8 @@ class SignalResult:
     # True when the statement ran with a generic plan, leaving plan_cache_mode = force_generic_plan
     # set for the rest of the read transaction (see _plans_generically).
     generic_plans: bool = False
+    # The HNSW candidate list of the search through the agent's own index (None: searched exactly).
+    ef_search: int | None = None
 
     def summary(self) -> dict[str, Any]:
         """JSON-friendly form for the trace."""
@@ -205,6 +212,7 @@ class SignalResult:
             "candidates": len(self.candidates),
             "per_signal": dict(self.counts),
             "vector_strategy": self.vector_strategy,
+            "ef_search": self.ef_search,
             "keywords_too_common": list(self.keywords_dropped),
             "duration_ms": round(self.duration_ms, 2),
             "statements": self.statements,
@@ -814,7 +822,8 @@ def run_signals(
             wanted = _semantic_wanted(config)
             strategy = _vector_strategy(session, request)
             if strategy == "agent_index":
-                ef_search = _agent_index_ef_search(wanted)
+                ef_search = _agent_index_ef_search(request, wanted)
+                result.ef_search = ef_search
             result.vector_strategy = strategy
         if strategy != "agent_index" and semantic is not None:
             wait([semantic])  # the agent's index went away meanwhile: its rows are not this search's
@@ -876,8 +885,9 @@ def _plans_generically(request: SignalRequest) -> bool:
     retrieve at 100,000 facts), which names the agent as a literal (:func:`_side_by_side_rows`);
     and that agent's semantic search on the side connection (planning 0.7 + parse 0.2 ms), which
     names the agent and its LIMITs as literals (:func:`_with_literal_limits`): the generic plan is
-    the HNSW walk the parameters' plan is. Not for time travel, sessions or entity filters: their keyword counts are not folded
-    into the statement, and the statement that counts them must be planned for its parameters.
+    the HNSW walk the parameters' plan is. Not for time travel, sessions or entity filters: their
+    keyword counts are not folded into the statement, and the statement that counts them must be
+    planned for its parameters.
     """
     return request.window is None and request.session_id is None and request.filter_keys is None
 
@@ -900,7 +910,7 @@ def start_indexed_semantic(request: SignalRequest, side: SideSubmit) -> Future[l
     """
     if request.query_vector is None or request.filter_keys is not None:
         return None
-    ef_search = _agent_index_ef_search(_semantic_wanted(request.config))
+    ef_search = _agent_index_ef_search(request, _semantic_wanted(request.config))
     return _submit_semantic(side, request, "agent_index", ef_search)
 
 
@@ -908,8 +918,9 @@ def _semantic_wanted(config: MemoryConfig) -> int:
     return max(config.signal_max_facts, config.reranker_candidate_multiplier * config.topk_facts)
 
 
-def _agent_index_ef_search(wanted: int) -> int:
-    return min(_HNSW_EF_SEARCH_MAX, max(AGENT_INDEX_EF_SEARCH, wanted * AGENT_INDEX_OVERFETCH))
+def _agent_index_ef_search(request: SignalRequest, wanted: int) -> int:
+    # Never fewer candidates than the walk's LIMIT: pgvector 0.6 returns at most ef_search rows.
+    return min(_HNSW_EF_SEARCH_MAX, max(request.agent_index_ef_search, wanted * AGENT_INDEX_OVERFETCH))
 
 
 def _semantic_only(request: SignalRequest) -> SignalRequest:

@@ -1596,6 +1596,7 @@ def measure_recall(ctx: Any, database_url: str, result: SizeResult, queries: Seq
                     table_rows=qctx.table_rows,
                     # As the pipeline does: an agent with its own vector index is searched through it.
                     agent_index_min_facts=ctx.settings.retrieval_agent_index_min_facts,
+                    agent_index_ef_search=ctx.settings.retrieval_ef_search,
                 )
                 signals = run_signals(session, request)
             result.semantic_ms.append((time.perf_counter() - started) * 1000.0)
@@ -1691,6 +1692,7 @@ def diagnose(ctx: Any, agent: TestedAgent) -> Diagnosis:
                     agent_facts=qctx.agent_facts,
                     table_rows=qctx.table_rows,
                     agent_index_min_facts=ctx.settings.retrieval_agent_index_min_facts,
+                    agent_index_ef_search=ctx.settings.retrieval_ef_search,
                 ),
             )
         setup = [statement for statement, _ in seen if "hnsw.ef_search" in statement]
@@ -1754,10 +1756,11 @@ def _strategy_text(counter: Counter[str]) -> str:
 
 def strategy_reason(active: int, seen: Counter[str] | None = None) -> str:
     """Why the semantic signal searches this agent the way it does (by the strategy seen most)."""
-    from memory_core.read.signals import AGENT_INDEX_EF_SEARCH
+    from memory_core.settings import load_settings
 
     if seen and seen.most_common(1)[0][0].startswith("agent_index"):
-        return f"the agent's own partial HNSW index ({active:,} active facts; ef_search {AGENT_INDEX_EF_SEARCH})"
+        ef_search = load_settings().retrieval_ef_search
+        return f"the agent's own partial HNSW index ({active:,} active facts; ef_search {ef_search})"
     return (
         f"exact scan of the agent's {active:,} active facts (no index of its own: fewer than "
         "retrieval_agent_index_min_facts, or its index is not built yet)"

@@ -54,6 +54,7 @@ def test_values_are_read_from_arandu_prefixed_environment(monkeypatch: pytest.Mo
         ("ARANDU_LOG_LEVEL", "chatty", "ARANDU_LOG_LEVEL"),
         ("ARANDU_DATABASE_URL", "mysql://root@localhost/db", "ARANDU_DATABASE_URL"),
         ("ARANDU_BROKER_URL", "http://localhost", "ARANDU_BROKER_URL"),
+        ("ARANDU_RETRIEVAL_EF_SEARCH", "10", "ARANDU_RETRIEVAL_EF_SEARCH"),
     ],
 )
 def test_bad_value_fails_naming_the_variable(

@@ -277,6 +277,25 @@ def test_retrieval_through_the_agent_index_has_high_recall_and_stays_isolated(ta
     assert found == _exact_top(table.vectors[SMALL], query, K)
 
 
+def test_the_deployments_ef_search_is_the_walks_candidate_list(table: Table) -> None:
+    build_agent_index(table.ctx.engine, BIG)
+    query = _query(120)
+    wider = replace(table.ctx, settings=table.ctx.settings.model_copy(update={"retrieval_ef_search": 700}))
+    found_default, trace_default = _retrieve(table.ctx, BIG, query)
+    found_wider, trace_wider = _retrieve(wider, BIG, query)
+    assert (trace_default["retrieval"]["ef_search"], trace_wider["retrieval"]["ef_search"]) == (300, 700)
+    assert len(found_default) == len(found_wider) == K
+    # Never fewer candidates than the walk asks for (twice the semantic candidates wanted): a
+    # smaller setting is raised to that, and the search still fills its top k.
+    config = table.ctx.base_config
+    narrow = replace(table.ctx, settings=table.ctx.settings.model_copy(update={"retrieval_ef_search": 40}))
+    found_narrow, trace_narrow = _retrieve(narrow, BIG, query)
+    assert trace_narrow["retrieval"]["ef_search"] == 2 * max(
+        config.signal_max_facts, config.reranker_candidate_multiplier * K
+    )
+    assert len(found_narrow) == K
+
+
 def test_a_large_agent_without_an_index_gets_one_in_the_background(table: Table) -> None:
     drop_agent_index(table.ctx.engine, GROWING)
     query = _query(55)
