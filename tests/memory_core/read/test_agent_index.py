@@ -552,6 +552,69 @@ def test_a_large_agents_walk_is_prepared_once_with_one_generic_plan_and_finds_th
         side.close()
 
 
+def test_a_large_agents_conversations_are_read_beside_spreading_and_are_the_same(table: Table) -> None:
+    build_agent_index(table.ctx.engine, BIG)
+    random_vector = (
+        "(SELECT CAST(array_agg(random() + d.i * 0 + g * 0) AS vector) FROM generate_series(1, :dims) AS d(i))"
+    )
+    with table.ctx.engine.begin() as connection:
+        connection.execute(text("SELECT setseed(0.31)"))
+        connection.execute(
+            text(
+                "INSERT INTO memory_events (agent_id, text, speaker, session_id, occurred_at, embedding_vec) "
+                "SELECT :a, 'message ' || g || CASE WHEN g % 3 = 0 THEN '?' ELSE '.' END, "
+                "CASE WHEN g % 2 = 0 THEN 'Ana' ELSE 'Bruno' END, 's-' || (g / 20), "
+                f"now() - make_interval(mins => 400 - g), {random_vector} FROM generate_series(1, 200) AS g"
+            ),
+            {"a": BIG, "dims": DIMENSIONS},
+        )
+        # Facts extracted from messages: their relevance supports the messages they came from.
+        connection.execute(
+            text(
+                "UPDATE memory_facts f SET source_event_id = e.id FROM ("
+                "  SELECT id, row_number() OVER (ORDER BY id) AS n FROM memory_events WHERE agent_id = :a) e "
+                "WHERE f.id IN (SELECT id FROM memory_facts WHERE agent_id = :a AND valid_to IS NULL "
+                "ORDER BY id LIMIT 400) AND e.n = 1 + abs(hashtext(CAST(f.id AS text))) % 200"
+            ),
+            {"a": BIG},
+        )
+    try:
+        for seed in range(4):
+            query = _query(480 + seed)
+            overrides = {"min_similarity": 0.0}
+            beside = retrieve(
+                replace(table.ctx, embedder=FixedEmbedder(query)),
+                agent_id=BIG,
+                query="zzqx",
+                config_overrides=overrides,
+                verbose=True,
+            )
+            single = retrieve(
+                replace(_one_connection(table.ctx), embedder=FixedEmbedder(query)),
+                agent_id=BIG,
+                query="zzqx",
+                config_overrides=overrides,
+                verbose=True,
+            )
+            assert beside.trace is not None
+            assert single.trace is not None
+            assert (beside.trace["events"]["beside_spreading"], single.trace["events"]["beside_spreading"]) == (
+                True,
+                False,
+            )
+            assert beside.events
+            assert [e.event_id for e in beside.events] == [e.event_id for e in single.events]
+            assert [e.reply_to for e in beside.events] == [e.reply_to for e in single.events]
+            assert [e.score for e in beside.events] == pytest.approx([e.score for e in single.events], abs=1e-4)
+            assert beside.context == single.context
+            assert "Relevant conversations" in beside.context
+            assert not beside.warnings
+    finally:
+        with table.ctx.engine.begin() as connection:
+            connection.execute(text("UPDATE memory_facts SET source_event_id = NULL WHERE agent_id = :a"), {"a": BIG})
+            connection.execute(text("DELETE FROM memory_events WHERE agent_id = :a"), {"a": BIG})
+
+
 def test_a_search_narrowed_by_entity_keys_is_not_started_before_its_entities(table: Table) -> None:
     # entity_keys narrow the semantic search to the named entities' facts (an exact scan): it
     # cannot begin before they are resolved.
