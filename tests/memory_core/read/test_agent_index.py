@@ -25,6 +25,7 @@ from sqlalchemy.exc import DBAPIError
 from memory_core.config import MemoryConfig
 from memory_core.db.migrate import upgrade
 from memory_core.read import agent_index as agent_index_module
+from memory_core.read import pipeline as pipeline_module
 from memory_core.read.agent_index import (
     BUSY_REASON,
     BuildOutcome,
@@ -663,6 +664,28 @@ def test_a_large_agents_conversations_are_read_beside_spreading_and_are_the_same
         with table.ctx.engine.begin() as connection:
             connection.execute(text("UPDATE memory_facts SET source_event_id = NULL WHERE agent_id = :a"), {"a": BIG})
             connection.execute(text("DELETE FROM memory_events WHERE agent_id = :a"), {"a": BIG})
+
+
+def test_conversations_that_fail_beside_spreading_degrade_to_a_warning(
+    table: Table, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    build_agent_index(table.ctx.engine, BIG)
+    threads: list[str] = []
+
+    def failing_conversations(*_args: Any, **_kwargs: Any) -> list[Any]:
+        threads.append(threading.current_thread().name)
+        raise RuntimeError("the conversations statement failed")
+
+    monkeypatch.setattr(pipeline_module, "relevant_conversations", failing_conversations)
+    result = retrieve(replace(table.ctx, embedder=FixedEmbedder(_query(510))), agent_id=BIG, query="zzqx", verbose=True)
+    assert result.trace is not None
+    assert result.trace["events"]["beside_spreading"] is True
+    assert threads
+    assert threads[0].startswith("arandu-side-read")  # it ran on a side connection's thread
+    assert result.facts  # the facts are still returned
+    assert result.events == []
+    assert "events" in result.trace["degraded"]
+    assert any(warning.startswith("events failed (RuntimeError)") for warning in result.warnings)
 
 
 def test_a_search_narrowed_by_entity_keys_is_not_started_before_its_entities(table: Table) -> None:
