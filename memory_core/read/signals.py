@@ -847,12 +847,7 @@ def run_signals(
             set_ef_search(session, ef_search)
         sql, params = _statement(request, strategy)
         rows = []
-        if sql and strategy is not None and _plans_generically(request):
-            if strategy == "agent_index":
-                # As beside the walk (under load, when no side connection is taken): the agent
-                # and the walk's LIMITs as literals, for the generic plan to be the index's.
-                sql = _AGENT_PARAMETER.sub(agent_literal(request.agent_id), sql)
-                sql, params = _with_literal_limits(sql, params)
+        if sql and strategy == "exact" and _plans_generically(request):
             plan_generically(session)
             result.generic_plans = True
             rows = list(session.execute(compact_sql(sql), params, execution_options=PREPARED_AT_ONCE).all())
@@ -890,9 +885,7 @@ def _plans_generically(request: SignalRequest) -> bool:
     retrieve at 100,000 facts), which names the agent as a literal (:func:`_side_by_side_rows`);
     and that agent's semantic search on the side connection (planning 0.7 + parse 0.2 ms), which
     names the agent and its LIMITs as literals (:func:`_with_literal_limits`): the generic plan is
-    the HNSW walk the parameters' plan is; and, the same way, that agent's one statement holding
-    both when no side connection is free (a busy process: planning 1.7 + parse 0.4 ms of its 19.8
-    ms of database time per retrieve at 100,000 facts). Not for time travel, sessions or entity filters: their
+    the HNSW walk the parameters' plan is. Not for time travel, sessions or entity filters: their
     keyword counts are not folded into the statement, and the statement that counts them must be
     planned for its parameters.
     """

@@ -503,10 +503,10 @@ def test_a_large_agents_semantic_search_runs_beside_the_other_signals_and_finds_
         assert beside.trace["retrieval"]["semantic_started_early"] is True
         assert single.trace["retrieval"]["semantic_started_early"] is False
         # Beside the walk, the keyword and graph statement names the agent and keeps a generic
-        # plan; alone, so does the one statement holding the walk as well. Same answer.
+        # plan; alone, the statement holding the walk is planned for its values. Same answer.
         assert (beside.trace["retrieval"]["generic_plans"], single.trace["retrieval"]["generic_plans"]) == (
             True,
-            True,
+            False,
         )
         assert [f.fact_id for f in beside.facts] == [f.fact_id for f in single.facts]
         # Recency is computed from each call's own clock: the scores agree to a few microseconds' decay.
@@ -551,56 +551,6 @@ def test_a_large_agents_walk_is_prepared_once_with_one_generic_plan_and_finds_th
         assert _walk_plans(side) == [(4, 0)]
     finally:
         side.close()
-
-
-def test_a_large_agents_one_statement_keeps_a_generic_plan_and_finds_what_a_planned_one_finds(table: Table) -> None:
-    # Without a free side connection (a busy process) the walk and the other signals are one
-    # statement; it keeps one generic plan too. Time travel to "now" sees the same facts (the
-    # superseded ones ended an hour ago) through a statement planned for its values.
-    build_agent_index(table.ctx.engine, BIG)
-    one = _one_connection(table.ctx)
-    for seed in range(4):
-        query = _query(490 + seed)
-        generic = retrieve(replace(one, embedder=FixedEmbedder(query)), agent_id=BIG, query="zzqx", verbose=True)
-        planned = retrieve(
-            replace(one, embedder=FixedEmbedder(query)),
-            agent_id=BIG,
-            query="zzqx",
-            as_of=datetime.now(UTC),
-            verbose=True,
-        )
-        assert generic.trace is not None
-        assert planned.trace is not None
-        assert generic.trace["retrieval"]["statements"] == planned.trace["retrieval"]["statements"] == 1
-        assert (generic.trace["retrieval"]["generic_plans"], planned.trace["retrieval"]["generic_plans"]) == (
-            True,
-            False,
-        )
-        assert generic.trace["retrieval"]["vector_strategy"] == planned.trace["retrieval"]["vector_strategy"]
-        assert generic.trace["retrieval"]["vector_strategy"] == "agent_index"
-        assert generic.facts
-        assert [f.fact_id for f in generic.facts] == [f.fact_id for f in planned.facts]
-        assert [f.scores["semantic"] for f in generic.facts] == [f.scores["semantic"] for f in planned.facts]
-    # The one statement was prepared on the connections that ran it and never planned for its
-    # values: every pooled connection is held at once (the pool hands them out in turn) and asked.
-    sessions = [one.sessions() for _ in range(4)]
-    plans: list[tuple[int, int]] = []
-    try:
-        for session in sessions:
-            begin_read(session)
-            rows = session.execute(
-                text(
-                    "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
-                    "WHERE statement LIKE '%sem_ann AS%' AND statement LIKE '%kw_pool AS%'"
-                )
-            ).all()
-            plans.extend((int(generic), int(custom)) for generic, custom in rows)
-    finally:
-        for session in sessions:
-            session.commit()  # not a rollback: that would discard the connection's prepared statements
-            session.close()
-    assert plans
-    assert all(custom == 0 and generic >= 1 for generic, custom in plans), plans
 
 
 def test_a_large_agents_conversations_are_read_beside_spreading_and_are_the_same(table: Table) -> None:
