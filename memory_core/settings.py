@@ -71,6 +71,8 @@ DEFAULT_LLM_MODELS = {
     LLMProviderName.ANTHROPIC: "claude-sonnet-4-20250514",
     LLMProviderName.OFFLINE: "offline-rules",
 }
+# hnsw.ef_search of a search through an agent's own vector index (ARANDU_RETRIEVAL_EF_SEARCH).
+DEFAULT_RETRIEVAL_EF_SEARCH = 300
 
 
 class SettingsError(ValueError):
@@ -129,8 +131,8 @@ class Settings(BaseSettings):
     # Agents with at least this many facts get a vector index of their own (0 = never).
     retrieval_agent_index_min_facts: int = Field(default=10_000, ge=0, le=100_000_000)
     # HNSW candidate list of a search through an agent's own vector index: recall against cost
-    # (memory_core.read.signals.AGENT_INDEX_EF_SEARCH says what each value measured).
-    retrieval_ef_search: int = Field(default=300, ge=40, le=1000)
+    # (memory_core.read.signals says what each value measured).
+    retrieval_ef_search: int = Field(default=DEFAULT_RETRIEVAL_EF_SEARCH, ge=40, le=1000)
     # Extra connections per process that let a large agent's retrieve run its independent
     # statements side by side (memory_core.read.side_reads); 0 = one connection per retrieve.
     retrieval_side_connections: int = Field(default=4, ge=0, le=64)

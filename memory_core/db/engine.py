@@ -99,13 +99,14 @@ def plan_each_execution_when_asked(engine: Engine) -> None:
     then reuse one generic plan for every later execution, made without the parameters' values.
     That suits the many small read statements (a lookup by agent and key has one good plan for
     any agent: their planning was a third of a small retrieve's database time) but not a
-    statement whose best plan depends on who is asked (a large agent's statement holding its HNSW
-    walk, which names the agent so that the planner can use its own index). Such statements are sent with
-    :data:`PLAN_EACH_EXECUTION`: unnamed, each execution is a new statement to PostgreSQL, planned
-    for its parameters unless ``plan_cache_mode = force_generic_plan`` (which the read path sets
-    only after its statements sent with this option have run). :data:`PREPARE_AT_ONCE` prepares a
-    statement at its first execution (the signal statements run with a generic plan:
-    memory_core.read.signals).
+    statement whose best plan depends on who is asked and on its values (a large agent's keyword
+    counts, or its signal statement under time travel or when it is not split over two
+    connections, which can use the agent's own indexes only when planned for them). Such
+    statements are sent with :data:`PLAN_EACH_EXECUTION`: unnamed, each execution is a new
+    statement to PostgreSQL, planned for its parameters unless ``plan_cache_mode =
+    force_generic_plan`` (which the read path sets only after its statements sent with this
+    option have run). :data:`PREPARE_AT_ONCE` prepares a statement at its first execution (the
+    signal statements run with a generic plan: memory_core.read.signals).
     """
     if not event.contains(engine, "do_execute", _execute_unprepared_if_asked):
         event.listen(engine, "do_execute", _execute_unprepared_if_asked)

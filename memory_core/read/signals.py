@@ -17,7 +17,7 @@ agent that owns a small slice of the table fewer than ``k`` results, or none; so
 * **agent_index** when the agent has a partial HNSW index of its own
   (:mod:`memory_core.read.agent_index`; built for agents with at least
   ``retrieval_agent_index_min_facts`` facts): every tuple it yields is the agent's, and
-  ``SET LOCAL hnsw.ef_search`` is raised to ``retrieval_ef_search`` (:data:`AGENT_INDEX_EF_SEARCH`).
+  ``SET LOCAL hnsw.ef_search`` is raised to ``retrieval_ef_search`` (300 by default).
 * **exact** otherwise, and whenever an ``entity_keys`` filter narrows the candidates: the
   ``(agent_id, ...)`` b-tree narrows the scan to the agent's rows and they are ordered by true
   distance (the ``+ 0`` in the ORDER BY keeps the planner off any vector index an operator may
@@ -58,6 +58,7 @@ from memory_core.read.rank import AGGREGATION_KEYWORD_SCORE, Candidate, graph_sc
 from memory_core.read.read_transaction import plan_generically, set_ef_search
 from memory_core.read.side_reads import SideSubmit
 from memory_core.read.term_stats import estimated_share, term_stats
+from memory_core.settings import DEFAULT_RETRIEVAL_EF_SEARCH
 
 __all__ = [
     "AGENT_COUNT_TTL_SEC",
@@ -88,15 +89,15 @@ KEYWORD_MAX_MATCHES = 1_000
 # Graph BFS keeps at most this many entities per hop (strongest paths first).
 GRAPH_FRONTIER_LIMIT = 100
 
-# Searches of an agent's own partial index: the default ef_search (ARANDU_RETRIEVAL_EF_SEARCH) and
-# how many rows they ask it for. Measured on the benchmark's 100,000-fact agent (hashing
-# embeddings of templated facts, so many near-duplicate vectors; recall@10 against exact search,
-# ties counted, 200 questions) with the index's build parameters (memory_core.read.agent_index),
-# the bare walk's p50 on an Intel Xeon (2026-12-04): ef_search 100 -> 0.923 (3.0 ms), 200 ->
-# 0.956 (5.0), 300 -> 0.970 (5.3-7.4), 400 -> 0.977 (9.6), 600 -> 0.991 (14.1); at 10,000 facts
-# 0.999-1.000 from 200 on. The cost grows with ef_search and recall flattens: 300 keeps recall
-# above 0.95 with a margin; a whole 100,000-fact retrieve took 4.5 ms less CPU and time than at 400.
-AGENT_INDEX_EF_SEARCH = 300
+# Searches of an agent's own partial index: how many rows they ask it for, and why the default
+# ef_search (ARANDU_RETRIEVAL_EF_SEARCH, memory_core.settings.DEFAULT_RETRIEVAL_EF_SEARCH) is 300.
+# Measured on the benchmark's 100,000-fact agent (hashing embeddings of templated facts, so many
+# near-duplicate vectors; recall@10 against exact search, ties counted, 200 questions) with the
+# index's build parameters (memory_core.read.agent_index), the bare walk's p50 on an Intel Xeon
+# (2026-12-04): ef_search 100 -> 0.923 (3.0 ms), 200 -> 0.956 (5.0), 300 -> 0.970 (5.3-7.4),
+# 400 -> 0.977 (9.6), 600 -> 0.991 (14.1); at 10,000 facts 0.999-1.000 from 200 on. The cost grows
+# with ef_search and recall flattens: 300 keeps recall above 0.95 with a margin; a whole
+# 100,000-fact retrieve took 4.5 ms less CPU and time than at 400.
 AGENT_INDEX_OVERFETCH = 2
 
 VectorStrategy = Literal["exact", "agent_index"]
@@ -177,7 +178,7 @@ class SignalRequest:
     # Agents with at least this many facts get a partial vector index of their own (0 = never).
     agent_index_min_facts: int = 0
     # The HNSW candidate list of a search through that index (raised to what the search asks for).
-    agent_index_ef_search: int = AGENT_INDEX_EF_SEARCH
+    agent_index_ef_search: int = DEFAULT_RETRIEVAL_EF_SEARCH
     # The keywords that find candidates (None = all of them); see choose_search_keywords.
     search_keywords: Sequence[str] | None = None
     # Term queries whose document frequencies an exact pass over the agent's facts counts too
