@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
-from types import MappingProxyType
 from typing import Any
 
 import psycopg._queries
@@ -25,19 +23,6 @@ _CACHED_STATEMENT_LENGTH = 16_384
 if getattr(psycopg._queries, "MAX_CACHED_STATEMENT_LENGTH", _CACHED_STATEMENT_LENGTH) < _CACHED_STATEMENT_LENGTH:
     psycopg._queries.MAX_CACHED_STATEMENT_LENGTH = _CACHED_STATEMENT_LENGTH
 
-
-# Execution option: run the statement unprepared, so that PostgreSQL plans it for this execution's
-# parameters every time (see plan_each_execution_when_asked). Callers pass PLANNED_EACH_TIME.
-# Not under plan_cache_mode = force_generic_plan, which applies to unprepared statements as well
-# (the read pipeline sets it only once its statements planned each time have run).
-PLAN_EACH_EXECUTION = "arandu_plan_each_execution"
-PLANNED_EACH_TIME: Mapping[str, Any] = MappingProxyType({PLAN_EACH_EXECUTION: True})
-
-# Execution option: prepare the statement at its first execution on a connection (psycopg
-# otherwise waits for the fifth), so that a statement run under plan_cache_mode =
-# force_generic_plan is parsed and planned once per connection, not once per execution until then.
-PREPARE_AT_ONCE = "arandu_prepare_at_once"
-PREPARED_AT_ONCE: Mapping[str, Any] = MappingProxyType({PREPARE_AT_ONCE: True})
 
 # A pooled connection used less than this long ago is not pinged before its next use.
 PING_AFTER_IDLE_S = 1.0
@@ -75,41 +60,7 @@ def pooled_engine(
     if pre_ping:
         ping_when_idle(engine, PING_AFTER_IDLE_S)
     register_vector_type_on_checkout(engine)
-    plan_each_execution_when_asked(engine)
     return engine
-
-
-def _execute_unprepared_if_asked(cursor: Any, statement: str, parameters: Any, context: Any) -> bool | None:
-    if context is None:
-        return None
-    options = context.execution_options
-    if options.get(PLAN_EACH_EXECUTION):
-        cursor.execute(statement, parameters, prepare=False)
-        return True
-    if options.get(PREPARE_AT_ONCE):
-        cursor.execute(statement, parameters, prepare=True)
-        return True
-    return None  # SQLAlchemy executes it as usual
-
-
-def plan_each_execution_when_asked(engine: Engine) -> None:
-    """Honour the :data:`PLAN_EACH_EXECUTION` and :data:`PREPARE_AT_ONCE` execution options on ``engine`` (idempotent).
-
-    psycopg prepares a statement after its fifth execution on a connection, and PostgreSQL may
-    then reuse one generic plan for every later execution, made without the parameters' values.
-    That suits the many small read statements (a lookup by agent and key has one good plan for
-    any agent: their planning was a third of a small retrieve's database time) but not a
-    statement whose best plan depends on who is asked and on its values (a large agent's keyword
-    counts, or its signal statement under time travel or when it is not split over two
-    connections, which can use the agent's own indexes only when planned for them). Such
-    statements are sent with :data:`PLAN_EACH_EXECUTION`: unnamed, each execution is a new
-    statement to PostgreSQL, planned for its parameters unless ``plan_cache_mode =
-    force_generic_plan`` (which the read path sets only after its statements sent with this
-    option have run). :data:`PREPARE_AT_ONCE` prepares a statement at its first execution (the
-    signal statements run with a generic plan: memory_core.read.signals).
-    """
-    if not event.contains(engine, "do_execute", _execute_unprepared_if_asked):
-        event.listen(engine, "do_execute", _execute_unprepared_if_asked)
 
 
 _VECTOR_TYPE_KNOWN = "arandu_vector_type_known"

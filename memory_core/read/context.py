@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from memory_core.cognition.skill import Skill
 from memory_core.config import MemoryConfig
-from memory_core.db.engine import create_db_engine, create_session_factory, plan_each_execution_when_asked
+from memory_core.db.engine import create_db_engine, create_session_factory
 from memory_core.providers.factory import build_embedding_provider, build_llm_provider
 from memory_core.providers.protocols import EmbeddingProvider, LLMProvider
 from memory_core.read.bookkeeping import RetrievalBookkeeper
@@ -82,7 +82,6 @@ def build_read_context(
     provider: LLMProvider | None = build_llm_provider(settings) if llm is _FROM_SETTINGS else llm
     skill = reranker if reranker is not None else (LLMRerankSkill(provider) if provider is not None else None)
     bound = engine if engine is not None else create_db_engine(settings, pool_size=pool_size)
-    plan_each_execution_when_asked(bound)  # an engine made elsewhere may not honour it yet
     return ReadContext(
         settings=settings,
         engine=bound,

@@ -56,7 +56,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from memory_core.config import MemoryConfig
-from memory_core.db.statements import compact_sql
+from memory_core.db.driver_reads import fetch_all
 from memory_core.db.vectors import vector_param
 from memory_core.read.entities import TimeWindow
 from memory_core.read.planner import fold_words, keyword_haystack_sql, match_forms
@@ -228,7 +228,7 @@ def relevant_conversations(
         reply_columns=_REPLY_COLUMNS if replies else "",
         reply_join=_REPLY_JOIN.format(reply_window=reply_window_sql) if replies else "",
     )
-    rows = session.execute(compact_sql(sql), params).all()
+    rows = fetch_all(session, sql, params)
     half_life = float(config.recency_half_life_days)
     weights = config.score_weights
     scored: list[tuple[float, Any]] = []

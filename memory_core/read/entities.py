@@ -22,8 +22,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from memory_core.db.engine import PLANNED_EACH_TIME
-from memory_core.db.statements import compact_sql
+from memory_core.db.driver_reads import fetch_all
 from memory_core.read.planner import fold_words
 from memory_core.write.naming import normalize_alias, slugify
 
@@ -406,8 +405,9 @@ def resolve_query_context(
         grams_of_slug.setdefault(slugify(gram_text), set()).add(gram_text)
     requested = [key for key in dict.fromkeys(k.strip() for k in entity_keys or []) if key]
     forms = [_filter_forms(key) for key in requested]
-    rows = session.execute(
-        compact_sql(_RESOLVE_SQL.format(validity=fact_validity_sql("f", window), folded_name=_FOLDED_NAME_SQL)),
+    rows = fetch_all(
+        session,
+        _RESOLVE_SQL.format(validity=fact_validity_sql("f", window), folded_name=_FOLDED_NAME_SQL),
         {
             "agent": agent_id,
             "grams": gram_texts,
@@ -419,7 +419,7 @@ def resolve_query_context(
             "count_cap": count_cap,
             **window_params(window),
         },
-    ).all()
+    )
 
     context = QueryContext(entity_filter=_resolve_filter(requested, rows))
     matches: dict[str, list[tuple[str, str, str | None, str | None]]] = {}
@@ -516,11 +516,12 @@ def expand_query(
         return ExpandedQuery()
     # Planned for its parameters each time: a generic plan (made without knowing how many keys
     # or how large the agent's graph is) read a 100,000-fact agent's edges 2.5x slower in the lab.
-    rows = session.execute(
-        compact_sql(_EXPAND_SQL.format(validity=fact_validity_sql("r", window))),
+    rows = fetch_all(
+        session,
+        _EXPAND_SQL.format(validity=fact_validity_sql("r", window)),
         {"agent": agent_id, "keys": keys, "limit": limit, **window_params(window)},
-        execution_options=PLANNED_EACH_TIME,
-    ).all()
+        prepare=False,
+    )
     seeds = set(keys)
     expanded = ExpandedQuery()
     seen: set[str] = set()

@@ -39,7 +39,7 @@ from dataclasses import replace
 
 from sqlalchemy.orm import Session
 
-from memory_core.db.statements import sql
+from memory_core.db.driver_reads import fetch_all
 from memory_core.read.signals import GraphNode
 
 __all__ = ["MIN_SPECIFICITY", "entity_fact_counts", "specificity", "weigh_graph_nodes"]
@@ -59,13 +59,12 @@ def entity_fact_counts(session: Session, agent_id: str, keys: Sequence[str]) -> 
     """Active-fact counts of the agent's entities ``keys`` (absent keys are left out)."""
     if not keys:
         return {}
-    rows = session.execute(
-        sql(
-            "SELECT canonical_key, fact_count FROM memory_entities "
-            "WHERE agent_id = :agent AND canonical_key = ANY(CAST(:keys AS text[]))"
-        ),
+    rows = fetch_all(
+        session,
+        "SELECT canonical_key, fact_count FROM memory_entities "
+        "WHERE agent_id = :agent AND canonical_key = ANY(CAST(:keys AS text[]))",
         {"agent": agent_id, "keys": list(dict.fromkeys(keys))},
-    ).all()
+    )
     return {str(row.canonical_key): int(row.fact_count or 0) for row in rows}
 
 

@@ -47,8 +47,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from memory_core.db.engine import PLANNED_EACH_TIME
-from memory_core.db.statements import compact_sql
+from memory_core.db.driver_reads import fetch_all
 from memory_core.read.agent_index import agent_literal, database_key
 from memory_core.read.conversations import term_queries
 from memory_core.read.entities import TimeWindow, fact_validity_sql, window_params
@@ -191,11 +190,12 @@ def document_frequencies(
         # Planned for this agent's values (unless the read transaction is on generic plans
         # already): with them, and with the agent as a literal, PostgreSQL can use the agent's own
         # keyword index (its predicate names the agent; memory_core.read.agent_index).
-        rows = session.execute(
-            compact_sql(_INDEX_DF_SQL.format(validity=validity, agent=agent_literal(agent_id))),
+        rows = fetch_all(
+            session,
+            _INDEX_DF_SQL.format(validity=validity, agent=agent_literal(agent_id)),
             {**params, "term_queries": missing, "cap": DF_CAP},
-            execution_options=PLANNED_EACH_TIME,
-        ).all()
+            prepare=False,
+        )
         found = {missing[int(row.ord) - 1]: int(row.df) for row in rows}
         for query, value in found.items():
             if window is None:
@@ -258,8 +258,8 @@ def _scanned_frequencies(
         cached = [document_frequency_cache.get(key, now) for key in keys]
         if keys and all(value is not None for value in cached):
             return int(cached[0] or 0), [int(value or 0) for value in cached[1:]]
-        sql = compact_sql(_SCAN_DF_SQL.format(validity=fact_validity_sql("f", window)))
-        counts = {int(row.ord): int(row.df) for row in session.execute(sql, params).all()}
+        sql = _SCAN_DF_SQL.format(validity=fact_validity_sql("f", window))
+        counts = {int(row.ord): int(row.df) for row in fetch_all(session, sql, params)}
         values = [counts.get(position, 0) for position in range(len(queries) + 1)]
     for key, value in zip(keys, values, strict=False):
         document_frequency_cache.put(key, now, value)

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from sqlalchemy import TextClause, text
 from sqlalchemy.orm import Session
+
+from memory_core.db.driver_reads import run
 
 __all__ = ["READ_STATEMENT_TIMEOUT_MS", "READ_WORK_MEM", "begin_read", "plan_generically", "set_ef_search"]
 
@@ -30,7 +31,7 @@ READ_WORK_MEM = "32MB"
 # small agent's retrieve in the database). The statements whose plan depends on the agent asked
 # (a large agent's keyword counts, the graph expansion, and a large agent's signal statements under
 # time travel, a session or an entity filter) are sent unprepared and planned for their
-# parameters every time (memory_core.db.engine.PLAN_EACH_EXECUTION); a small agent's signal
+# parameters every time (memory_core.db.driver_reads: ``prepare=False``); a small agent's signal
 # statement and a large agent's semantic search and its keyword and graph statement are
 # prepared at once with one generic plan (plan_generically), the large agent's naming it as a literal.
 # max_parallel_workers_per_gather: a retrieval's statements read a few thousand rows at most;
@@ -52,14 +53,14 @@ _GENERIC_PLANS_SETTING = "SET LOCAL plan_cache_mode = force_generic_plan"
 
 
 @lru_cache(maxsize=16)
-def _begin_statement(ef_search: int | None, generic_plans: bool) -> TextClause:
-    # One text per combination of settings: SQLAlchemy caches each compiled once.
+def _begin_statement(ef_search: int | None, generic_plans: bool) -> str:
+    # One text per combination of settings, built once.
     settings = [_BEGIN_READ]
     if ef_search is not None:
         settings.append(_ef_search_setting(ef_search))
     if generic_plans:
         settings.append(_GENERIC_PLANS_SETTING)
-    return text("; ".join(settings))
+    return "; ".join(settings)
 
 
 def begin_read(session: Session, *, ef_search: int | None = None, generic_plans: bool = False) -> None:
@@ -69,21 +70,18 @@ def begin_read(session: Session, *, ef_search: int | None = None, generic_plans:
     connection's semantic search) in the same round trip; ``generic_plans`` does there what
     :func:`plan_generically` does, for a transaction whose every statement may keep one generic plan.
     """
-    session.execute(_begin_statement(ef_search, generic_plans))
-
-
-_GENERIC_PLANS = text(_GENERIC_PLANS_SETTING)
+    run(session, _begin_statement(ef_search, generic_plans))
 
 
 def plan_generically(session: Session) -> None:
     """From here to the end of ``session``'s read transaction, prepared statements keep one generic plan.
 
     It applies to unprepared statements too: statements that must be planned for their
-    parameters (``PLANNED_EACH_TIME``) have to run before it.
+    parameters (sent with ``prepare=False``) have to run before it.
     """
-    session.execute(_GENERIC_PLANS)
+    run(session, _GENERIC_PLANS_SETTING)
 
 
 def set_ef_search(session: Session, ef_search: int) -> None:
     """Set the HNSW candidate list for the rest of ``session``'s read transaction (a search in line)."""
-    session.execute(text(_ef_search_setting(ef_search)))
+    run(session, _ef_search_setting(ef_search))

@@ -47,9 +47,7 @@ from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
 from memory_core.config import MemoryConfig
-from memory_core.db.engine import PLANNED_EACH_TIME, PREPARED_AT_ONCE
-from memory_core.db.statements import compact_sql
-from memory_core.db.statements import sql as sql_text
+from memory_core.db.driver_reads import fetch_all, fetch_scalar
 from memory_core.db.vectors import vector_param
 from memory_core.read.agent_index import agent_indexes, agent_literal, database_key
 from memory_core.read.entities import TimeWindow, fact_validity_sql, window_params
@@ -127,12 +125,7 @@ class _AgentCounts:
         if cached is not None and now - cached[0] < AGENT_COUNT_TTL_SEC:
             return cached[1]
         sql = _COUNT_ACTIVE_SQL if window is None else _COUNT_ALL_SQL
-        count = int(
-            session.execute(
-                sql_text(sql),
-                {"agent": agent_id},
-            ).scalar_one()
-        )
+        count = int(fetch_scalar(session, sql, {"agent": agent_id}))
         with self._lock:
             if len(self._values) > 10_000:
                 self._values.clear()
@@ -796,7 +789,7 @@ def _exact_semantic_rows(session: Session, request: SignalRequest) -> list[Any]:
         filter_keys=request.filter_keys,
     )
     sql, params = _statement(exact_only, "exact")
-    return list(session.execute(compact_sql(sql), params, execution_options=PLANNED_EACH_TIME).all())
+    return fetch_all(session, sql, params, prepare=False)
 
 
 def run_signals(
@@ -851,10 +844,10 @@ def run_signals(
         if sql and strategy == "exact" and _plans_generically(request):
             plan_generically(session)
             result.generic_plans = True
-            rows = list(session.execute(compact_sql(sql), params, execution_options=PREPARED_AT_ONCE).all())
+            rows = fetch_all(session, sql, params, prepare=True)
         elif sql:
             # Planned for this agent every time: the plan depends on its own indexes.
-            rows = list(session.execute(compact_sql(sql), params, execution_options=PLANNED_EACH_TIME).all())
+            rows = fetch_all(session, sql, params, prepare=False)
         result.term_counts = _term_counts(rows, request)
     # `wanted` is the statement's :sem_limit: fewer semantic rows means the ANN scan came back short.
     if strategy == "agent_index" and sum(1 for row in rows if row.in_sem) < wanted:
@@ -947,13 +940,11 @@ def _semantic_work(
         # ef_search (and, when generic, plan_cache_mode) was set as the side transaction opened
         # (SideSubmit): no round trip here.
         if not generic:
-            return list(
-                side_session.execute(compact_sql(sem_sql), sem_params, execution_options=PLANNED_EACH_TIME).all()
-            )
+            return fetch_all(side_session, sem_sql, sem_params, prepare=False)
         sem_sql, sem_params = _with_literal_limits(
             _AGENT_PARAMETER.sub(agent_literal(request.agent_id), sem_sql), sem_params
         )
-        return list(side_session.execute(compact_sql(sem_sql), sem_params, execution_options=PREPARED_AT_ONCE).all())
+        return fetch_all(side_session, sem_sql, sem_params, prepare=True)
 
     return semantic_rows
 
@@ -1005,12 +996,8 @@ def _side_by_side_rows(
             # keyword index otherwise: 23 ms for the benchmark's 100,000-fact agent).
             rest_sql = _AGENT_PARAMETER.sub(agent_literal(request.agent_id), rest_sql)
             plan_generically(session)
-        options = PREPARED_AT_ONCE if generic else PLANNED_EACH_TIME
-        rest_rows = (
-            list(session.execute(compact_sql(rest_sql), rest_params, execution_options=options).all())
-            if rest_sql
-            else []
-        )
+        # Prepared at once with its generic plan, or planned for its parameters every time.
+        rest_rows = fetch_all(session, rest_sql, rest_params, prepare=generic) if rest_sql else []
     finally:
         # Waited for even when the main statement failed: the side read must not outlive the request.
         semantic_rows = future.result()

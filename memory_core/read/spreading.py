@@ -35,7 +35,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from memory_core.config import MemoryConfig
-from memory_core.db.statements import compact_sql
+from memory_core.db.driver_reads import fetch_all
 from memory_core.db.vectors import vector_param
 from memory_core.read.compress import ClusterInfo, ContextPattern
 from memory_core.read.entities import TimeWindow, fact_validity_sql, window_params
@@ -298,7 +298,7 @@ def spread_activation(
             similarity=similarity,
         ).strip()
     )
-    rows = session.execute(compact_sql(sql), params).all()
+    rows = fetch_all(session, sql, params)
     result.returned = len(rows)
 
     groups: dict[tuple[int, str], list[tuple[Candidate, bool]]] = {}
@@ -403,7 +403,7 @@ def context_extras(
         params["min_similarity"] = config.min_similarity
         similarity = "1 - (m.embedding_vec <=> CAST(:vec AS vector))"
         similar = "(m.embedding_vec IS NOT NULL AND 1 - (m.embedding_vec <=> CAST(:vec AS vector)) >= :min_similarity)"
-    rows = session.execute(compact_sql(_EXTRAS_SQL.format(similarity=similarity, similar=similar)), params).all()
+    rows = fetch_all(session, _EXTRAS_SQL.format(similarity=similarity, similar=similar), params)
     extras = ContextExtras()
     for row in rows:
         if row.kind == "cluster":

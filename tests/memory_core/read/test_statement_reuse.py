@@ -3,7 +3,7 @@
 An agent searched exactly (no index of its own) gets its signal statement prepared at once and
 run with one generic plan; time travel, sessions, entity filters and agents with their own
 indexes get it unprepared and planned for each execution's parameters
-(memory_core.db.engine.PLAN_EACH_EXECUTION). The statements after it keep one generic plan:
+(memory_core.db.driver_reads, ``prepare=False``). The statements after it keep one generic plan:
 prepared, they are not planned again.
 """
 
