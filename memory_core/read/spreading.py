@@ -40,7 +40,7 @@ from memory_core.db.vectors import vector_param
 from memory_core.read.compress import ClusterInfo, ContextPattern
 from memory_core.read.entities import TimeWindow, fact_validity_sql, window_params
 from memory_core.read.focus import MIN_SPECIFICITY, specificity
-from memory_core.read.rank import Candidate, compute_dynamic_importance
+from memory_core.read.rank import DYNAMIC_RECENCY_WEIGHT, DYNAMIC_RETRIEVAL_WEIGHT, Candidate
 from memory_core.read.signals import (
     ELIGIBLE_CTE,
     FACT_COLUMNS,
@@ -55,7 +55,6 @@ __all__ = [
     "ContextExtras",
     "SpreadingResult",
     "context_extras",
-    "select_by_dynamic_importance",
     "spread_activation",
 ]
 
@@ -182,42 +181,64 @@ cluster_hits AS (
         LIMIT :fetch
     ) x
 ),
-hits AS (SELECT * FROM entity_hits UNION ALL SELECT * FROM cluster_hits)
-SELECT {fact_columns}, h.level, h.via, h.origin, h.via_facts, {similarity} AS similarity,
-       EXISTS (
-           SELECT 1 FROM memory_meta_observations m
-           WHERE m.agent_id = :agent AND m.is_active AND jsonb_exists(m.supporting_fact_ids, CAST(f.id AS text))
-       ) AS in_pattern
-FROM hits h
+hits AS (SELECT * FROM entity_hits UNION ALL SELECT * FROM cluster_hits),
+patterned_hits AS (
+    SELECT h.*, EXISTS (
+               SELECT 1 FROM memory_meta_observations m
+               WHERE m.agent_id = :agent AND m.is_active AND jsonb_exists(m.supporting_fact_ids, CAST(h.id AS text))
+           ) AS in_pattern
+    FROM hits h
+),
+kept_hits AS (
+    SELECT level, via, origin, via_facts, id, place FROM (
+        SELECT h.*, row_number() OVER (
+                   PARTITION BY h.level, h.via ORDER BY {dynamic_importance} DESC, f.valid_from DESC, f.id
+               ) AS place
+        FROM patterned_hits h
+        JOIN memory_facts f ON f.id = h.id
+        {usage_join}
+    ) ranked
+    WHERE place <= :per_entity
+)
+SELECT {fact_columns}, h.level, h.via, h.origin, h.via_facts, {similarity} AS similarity, h.place
+FROM kept_hits h
 JOIN memory_facts f ON f.id = h.id
 LEFT JOIN memory_events ev ON ev.id = f.source_event_id
 {usage_join}
 """
 
+# A fact's dynamic importance (seeds R13), as rank.compute_dynamic_importance computes it, on
+# ``f`` (memory_facts), ``u`` (its counters, USAGE_JOIN) and ``h.in_pattern``: each entity's
+# facts are ranked by it where they are read, so only the few kept per entity are fetched whole
+# (with their vector distance, event and counters) and built in Python. Computed in Python,
+# twice as many rows came back (spreading_facts_per_entity x 2 per entity: 257 rows for 44
+# entities of a 100,000-fact agent) only to be thrown away.
+_DYNAMIC_IMPORTANCE_SQL = """LEAST(CAST(:dyn_max AS float8), GREATEST(CAST(:dyn_min AS float8),
+    f.importance
+    * (CAST(1 AS float8)
+       + CAST(:dyn_retrieval_weight AS float8) * ln(CAST(1 + GREATEST(0, COALESCE(u.times_retrieved, 0)) AS float8))
+       + CASE WHEN u.last_retrieved_at IS NULL THEN CAST(0 AS float8)
+              ELSE CAST(:dyn_recency_weight AS float8) * power(CAST(0.5 AS float8),
+                  GREATEST(CAST(0 AS float8),
+                           CAST(EXTRACT(EPOCH FROM CAST(:now AS timestamptz) - u.last_retrieved_at) AS float8))
+                  / CAST(86400 AS float8) / CAST(:dyn_half_life_days AS float8))
+         END)
+    * power(CAST(:dyn_correction_penalty AS float8), CAST(GREATEST(0, f.user_correction_count) AS float8))
+    * CASE WHEN h.in_pattern THEN CAST(:dyn_pattern_boost AS float8) ELSE CAST(1 AS float8) END))"""
 
-def select_by_dynamic_importance(
-    rows: Sequence[tuple[Candidate, bool]], limit: int, config: MemoryConfig, now: datetime
-) -> list[Candidate]:
-    """The ``limit`` candidates with the highest dynamic importance (ties: newer first, then id)."""
 
-    def strength(item: tuple[Candidate, bool]) -> tuple[float, float, str]:
-        candidate, in_pattern = item
-        value = compute_dynamic_importance(
-            candidate.importance,
-            candidate.times_retrieved,
-            candidate.last_retrieved_at,
-            candidate.user_correction_count,
-            in_pattern,
-            now,
-            recency_half_life_days=float(config.dynamic_importance_recency_halflife_days),
-            correction_penalty=config.dynamic_importance_correction_penalty,
-            pattern_boost=config.dynamic_importance_pattern_boost,
-            minimum=config.dynamic_importance_min,
-            maximum=config.dynamic_importance_max,
-        )
-        return (-value, -candidate.valid_from.timestamp(), candidate.fact_id)
-
-    return [candidate for candidate, _ in sorted(rows, key=strength)[:limit]]
+def _dynamic_importance_params(config: MemoryConfig, now: datetime) -> dict[str, Any]:
+    """The parameters of :data:`_DYNAMIC_IMPORTANCE_SQL` (rank.compute_dynamic_importance's arguments)."""
+    return {
+        "now": now,
+        "dyn_retrieval_weight": DYNAMIC_RETRIEVAL_WEIGHT,
+        "dyn_recency_weight": DYNAMIC_RECENCY_WEIGHT,
+        "dyn_half_life_days": max(float(config.dynamic_importance_recency_halflife_days), 1e-9),
+        "dyn_correction_penalty": float(config.dynamic_importance_correction_penalty),
+        "dyn_pattern_boost": float(config.dynamic_importance_pattern_boost),
+        "dyn_min": float(config.dynamic_importance_min),
+        "dyn_max": float(config.dynamic_importance_max),
+    }
 
 
 def spread_activation(
@@ -247,7 +268,11 @@ def spread_activation(
         "min_confidence": config.min_confidence,
         "max_related": config.spreading_max_related_entities,
         "min_edge_strength": config.graph_min_edge_strength,
+        # Read from each entity's ranked links: twice what is kept, for the facts' dynamic
+        # importance (their counters, corrections and patterns) to choose among.
         "fetch": per_entity * 2,
+        "per_entity": per_entity,
+        **_dynamic_importance_params(config, now),
         # Entities (and clusters) too broad for their facts to carry activation are not read.
         "max_via_facts": (math.floor(per_entity / MIN_SPECIFICITY) if config.entity_specificity else None),
         **window_params(window),
@@ -296,12 +321,14 @@ def spread_activation(
             fact_columns=FACT_COLUMNS,
             usage_join=USAGE_JOIN,
             similarity=similarity,
+            dynamic_importance=_DYNAMIC_IMPORTANCE_SQL,
         ).strip()
     )
     rows = fetch_all(session, sql, params)
     result.returned = len(rows)
 
-    groups: dict[tuple[int, str], list[tuple[Candidate, bool]]] = {}
+    # Each group's facts, strongest by dynamic importance first (ranked by the statement).
+    groups: dict[tuple[int, str], list[tuple[int, Candidate]]] = {}
     origins: dict[tuple[int, str], float] = {}
     weights: dict[tuple[int, str], float] = {}
     for row in rows:
@@ -309,7 +336,7 @@ def spread_activation(
         if row.similarity is not None:
             candidate.semantic = max(0.0, min(1.0, float(row.similarity)))
         group = (int(row.level), str(row.via))
-        groups.setdefault(group, []).append((candidate, bool(row.in_pattern)))
+        groups.setdefault(group, []).append((int(row.place), candidate))
         origins[group] = float(row.origin)
         # An entity (or cluster) with far more facts than the few taken from it says little
         # about each of them: see memory_core.read.focus.
@@ -318,7 +345,7 @@ def spread_activation(
     hop_of: dict[str, int] = {}
     for (level, via), members in sorted(groups.items()):
         activation = origins[(level, via)] * config.spreading_decay_factor**level * weights[(level, via)]
-        for candidate in select_by_dynamic_importance(members, per_entity, config, now):
+        for _, candidate in sorted(members, key=lambda member: member[0]):
             candidate.graph = min(1.0, activation)
             candidate.sources.add("spreading")
             kept = best.get(candidate.fact_id)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from memory_core.read.context import ReadContext
+from memory_core.read.rank import compute_dynamic_importance
 from memory_core.read.spreading import context_extras, spread_activation
 from tests.memory_core.read.conftest import MemoryBuilder
 
@@ -179,3 +180,52 @@ def test_the_graph_signal_takes_an_entitys_facts_by_their_current_importance_val
     graph = {candidate.fact_id for candidate in result.candidates if "graph" in candidate.sources}
     # Ana's three strongest facts now: the one raised to 0.99, Marcos's (0.9, linked to her), then 0.6.
     assert graph == {facts[0], seed, facts[5]}
+
+
+def test_an_entitys_facts_are_spread_to_by_dynamic_importance_as_the_formula_computes_it(
+    read_ctx: ReadContext, memory: MemoryBuilder
+) -> None:
+    """Use, corrections and patterns reorder an entity's facts (seeds R13); the statement ranks them as
+    rank.compute_dynamic_importance does."""
+    carolina = memory.entity("Carolina")
+    seed = memory.fact("Carolina mora em Pelotas", carolina, importance=0.9)
+    bases = {"corrected": 0.7, "plain_high": 0.6, "plain_low": 0.5, "in_pattern": 0.45, "used": 0.4}
+    ids = {name: memory.fact(f"Carolina: fato {name}", carolina, importance=value) for name, value in bases.items()}
+    now = datetime.now(UTC)
+    used_at = now - timedelta(days=2)
+    memory.execute(
+        "INSERT INTO memory_fact_usage (fact_id, agent_id, times_retrieved, last_retrieved_at) "
+        "VALUES (CAST(:id AS uuid), :agent, 50, :at)",
+        id=ids["used"],
+        agent=memory.agent_id,
+        at=used_at,
+    )
+    memory.execute(
+        "UPDATE memory_facts SET user_correction_count = 3 WHERE id = CAST(:id AS uuid)", id=ids["corrected"]
+    )
+    memory.observation("Carolina fala de fatos", supporting_fact_ids=[ids["in_pattern"]])
+    config = read_ctx.base_config
+
+    with read_ctx.sessions() as session:
+        result = spread_activation(session, memory.agent_id, [(seed, 0.8)], config, now=now)
+
+    def dynamic(name: str) -> float:
+        return compute_dynamic_importance(
+            bases[name],
+            50 if name == "used" else 0,
+            used_at if name == "used" else None,
+            3 if name == "corrected" else 0,
+            name == "in_pattern",
+            now,
+            recency_half_life_days=float(config.dynamic_importance_recency_halflife_days),
+            correction_penalty=config.dynamic_importance_correction_penalty,
+            pattern_boost=config.dynamic_importance_pattern_boost,
+            minimum=config.dynamic_importance_min,
+            maximum=config.dynamic_importance_max,
+        )
+
+    strongest = sorted(bases, key=dynamic, reverse=True)[: config.spreading_facts_per_entity]
+    assert strongest == ["used", "plain_high", "in_pattern"]  # not the base order: 0.7 and 0.5 stay out
+    reached = {candidate.fact_id: candidate.graph for candidate in result.candidates}
+    assert set(reached) == {ids[name] for name in strongest}
+    assert all(graph == pytest.approx(0.8 * config.spreading_decay_factor) for graph in reached.values())
