@@ -298,49 +298,98 @@ def candidate_importance(candidate: Candidate) -> float:
 
 def score_candidate(candidate: Candidate, config: MemoryConfig, now: datetime) -> RankedFact:
     """Every signal of ``candidate`` and its formula score."""
-    recency = recency_score(candidate.valid_from, now, float(config.recency_half_life_days))
-    since = candidate.valid_from
-    if candidate.last_confirmed_at is not None and _aware(candidate.last_confirmed_at) > _aware(since):
-        since = candidate.last_confirmed_at
-    confidence = effective_confidence(
-        candidate.confidence,
-        since,
-        now,
-        decay_per_week=config.confidence_decay_per_week,
-        floor=config.confidence_floor,
-    )
-    pattern = compute_pattern_signal(
-        candidate.reinforcement_count,
-        candidate.last_confirmed_at,
-        now,
-        max_boost=config.pattern_signal_max_boost,
-    )
-    importance = candidate_importance(candidate)
-    formula = formula_score(
-        semantic=candidate.semantic,
-        keyword=candidate.keyword,
-        graph=candidate.graph,
-        recency=recency,
-        importance=importance,
-        pattern=pattern,
-        config=config,
-    )
-    scores = {
-        "semantic": round(max(0.0, candidate.semantic), 6),
-        "keyword": round(candidate.keyword, 6),
-        "graph": round(candidate.graph, 6),
-        "recency": round(recency, 6),
-        "importance": round(importance, 6),
-        "confidence": round(confidence, 6),
-        "pattern": round(pattern, 6),
-        "formula": round(formula, 6),
-    }
-    return RankedFact(candidate=candidate, scores=scores, score=scores["formula"])
+    return _Scorer(config, now).score(candidate)
+
+
+_PATTERN_SATURATION_LOG = math.log1p(PATTERN_REINFORCEMENT_SATURATION)
+
+
+class _Scorer:
+    """:func:`score_candidate` for many candidates: the config's values and ``now`` are read once.
+
+    The same arithmetic as :func:`recency_score`, :func:`effective_confidence`,
+    :func:`compute_pattern_signal`, :func:`candidate_importance` and :func:`formula_score`, in
+    the same order (so the same floating-point results), written out in one function: called
+    for each of a retrieve's one to three hundred candidates, the helpers' calls were a third of
+    the API's CPU for ranking.
+    """
+
+    __slots__ = ("decay_per_week", "floor", "half_life", "max_boost", "now", "w_importance", "w_recency", "w_semantic")
+
+    def __init__(self, config: MemoryConfig, now: datetime) -> None:
+        self.now = _aware(now)
+        self.half_life = max(float(config.recency_half_life_days), 1e-9)
+        self.decay_per_week = config.confidence_decay_per_week
+        self.floor = config.confidence_floor
+        self.max_boost = config.pattern_signal_max_boost
+        weights = config.score_weights
+        self.w_semantic = weights["semantic"]
+        self.w_recency = weights["recency"]
+        self.w_importance = weights["importance"]
+
+    def _age_days(self, moment: datetime) -> float:
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        age = (self.now - moment).total_seconds() / _SECONDS_PER_DAY
+        return age if age > 0.0 else 0.0
+
+    def score(self, candidate: Candidate) -> RankedFact:
+        """The candidate's signals and formula score (:func:`score_candidate`)."""
+        age = self._age_days(candidate.valid_from)
+        recency = float(0.5 ** (age / self.half_life))
+        confirmed_at = candidate.last_confirmed_at
+        confirmed_age = self._age_days(confirmed_at) if confirmed_at is not None else 0.0
+        # Confidence decays from the latest confirmation, or from the fact's start.
+        since_age = confirmed_age if confirmed_at is not None and confirmed_age < age else age
+        base_confidence = candidate.confidence
+        decayed = float(base_confidence * self.decay_per_week ** (since_age / 7.0))
+        low = base_confidence if base_confidence < self.floor else self.floor
+        confidence = decayed if decayed > low else low
+        reinforced = 0.0
+        if candidate.reinforcement_count > 0:
+            share = math.log1p(candidate.reinforcement_count) / _PATTERN_SATURATION_LOG
+            reinforced = share if share < 1.0 else 1.0
+        confirmed = 0.0
+        if confirmed_at is not None:
+            confirmed = float(0.5 ** (confirmed_age / PATTERN_CONFIRMATION_HALF_LIFE_DAYS))
+        pattern = self.max_boost * (confirmed if confirmed > reinforced else reinforced)
+        importance = _unit(candidate.importance)
+        if candidate.entity_importance is not None:
+            importance = (1.0 - ENTITY_IMPORTANCE_SHARE) * importance + ENTITY_IMPORTANCE_SHARE * _unit(
+                candidate.entity_importance
+            )
+        semantic = candidate.semantic
+        keyword = candidate.keyword
+        graph = candidate.graph
+        related = 1.0 - (1.0 - _unit(semantic)) * (1.0 - _unit(keyword) * KEYWORD_BLEND) * (
+            1.0 - _unit(graph) * GRAPH_BLEND
+        )
+        weighted = self.w_semantic * related + self.w_recency * recency + self.w_importance * _unit(importance)
+        formula = _unit(weighted + pattern)
+        scores = {
+            "semantic": round(semantic if semantic > 0.0 else 0.0, 6),
+            "keyword": round(keyword, 6),
+            "graph": round(graph, 6),
+            "recency": round(recency, 6),
+            "importance": round(importance, 6),
+            "confidence": round(confidence, 6),
+            "pattern": round(pattern, 6),
+            "formula": round(formula, 6),
+        }
+        return RankedFact(candidate=candidate, scores=scores, score=scores["formula"])
+
+
+def _unit(value: float) -> float:
+    """``min(1.0, max(0.0, value))``."""
+    if value > 0.0:
+        return value if value < 1.0 else 1.0
+    return 0.0
 
 
 def rank_candidates(candidates: Iterable[Candidate], config: MemoryConfig, now: datetime) -> list[RankedFact]:
     """Score every candidate and sort best first (ties: newer, then fact id, so the order is stable)."""
-    ranked = [score_candidate(candidate, config, now) for candidate in candidates]
+    score = _Scorer(config, now).score
+    ranked = [score(candidate) for candidate in candidates]
     ranked.sort(key=_order_key)
     return ranked
 

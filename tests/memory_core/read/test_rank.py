@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from memory_core.config import MemoryConfig
 from memory_core.read.rank import (
     Candidate,
+    candidate_importance,
     compute_dynamic_importance,
     compute_pattern_signal,
     effective_confidence,
@@ -139,3 +141,72 @@ def test_final_selection_applies_min_score_and_topk() -> None:
     all_kept = select_final(facts, CONFIG)
     assert min(fact.score for fact in all_kept) >= 0.15
     assert len(all_kept) == 8
+
+
+def _reference_scores(candidate: Candidate, config: MemoryConfig, now: datetime) -> dict[str, float]:
+    """The score breakdown composed from the documented formulas one by one."""
+    recency = recency_score(candidate.valid_from, now, float(config.recency_half_life_days))
+    since = candidate.valid_from
+    if candidate.last_confirmed_at is not None and candidate.last_confirmed_at > since:
+        since = candidate.last_confirmed_at
+    confidence = effective_confidence(
+        candidate.confidence,
+        since,
+        now,
+        decay_per_week=config.confidence_decay_per_week,
+        floor=config.confidence_floor,
+    )
+    pattern = compute_pattern_signal(
+        candidate.reinforcement_count, candidate.last_confirmed_at, now, max_boost=config.pattern_signal_max_boost
+    )
+    importance = candidate_importance(candidate)
+    formula = formula_score(
+        semantic=candidate.semantic,
+        keyword=candidate.keyword,
+        graph=candidate.graph,
+        recency=recency,
+        importance=importance,
+        pattern=pattern,
+        config=config,
+    )
+    values = {
+        "semantic": max(0.0, candidate.semantic),
+        "keyword": candidate.keyword,
+        "graph": candidate.graph,
+        "recency": recency,
+        "importance": importance,
+        "confidence": confidence,
+        "pattern": pattern,
+        "formula": formula,
+    }
+    return {name: round(value, 6) for name, value in values.items()}
+
+
+def test_ranking_scores_equal_the_documented_formulas_to_the_sixth_decimal() -> None:
+    rng = random.Random(7)
+    config = CONFIG.model_copy(update={"score_weights": {"semantic": 0.6, "recency": 0.25, "importance": 0.15}})
+    candidates = []
+    for index in range(2_000):
+        valid_from = NOW + timedelta(days=rng.uniform(-900, 5))  # some start in the future
+        confirmed = rng.choice([None, valid_from + timedelta(days=rng.uniform(-30, 60))])
+        candidates.append(
+            Candidate(
+                fact_id=str(index),
+                entity_key="person:ana",
+                fact_text="x",
+                valid_from=valid_from,
+                confidence=rng.uniform(0.0, 1.0),
+                importance=rng.uniform(-0.2, 1.3),
+                entity_importance=rng.choice([None, rng.uniform(-0.2, 1.3)]),
+                reinforcement_count=rng.choice([0, 0, 1, 3, 20]),
+                last_confirmed_at=confirmed,
+                semantic=rng.uniform(-0.3, 1.0),
+                keyword=rng.choice([0.0, rng.uniform(0.0, 1.2)]),
+                graph=rng.choice([0.0, rng.uniform(0.0, 1.0)]),
+            )
+        )
+    ranked = rank_candidates(candidates, config, NOW)
+    assert len(ranked) == len(candidates)
+    for fact in ranked:
+        assert fact.scores == _reference_scores(fact.candidate, config, NOW), fact.candidate
+    assert [fact.score for fact in ranked] == sorted((fact.score for fact in ranked), reverse=True)
