@@ -295,8 +295,14 @@ def _keyword_forms(keywords: Sequence[str]) -> list[tuple[str, str]]:
 
 
 def _matches(fact_text: str, forms: Sequence[tuple[str, str]]) -> list[bool]:
-    lowered = keyword_haystack(fact_text)
     folded = " " + " ".join(fold_words(fact_text))
+    if fact_text.isascii():
+        # A keyword (letters and digits) found after a space or word-start mark of the lower-cased
+        # ASCII text starts one of its letter-and-digit runs too, and its written form is either
+        # its folded form or not ASCII: the folded words alone decide, and the haystack (a
+        # lower-casing and a translation per candidate) is not built.
+        return [folded_word in folded for _, folded_word in forms]
+    lowered = keyword_haystack(fact_text)
     return [plain in lowered or folded_word in lowered or folded_word in folded for plain, folded_word in forms]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,7 +13,13 @@ from sqlalchemy.orm import Session
 from memory_core.read import keywords
 from memory_core.read.context import ReadContext
 from memory_core.read.conversations import term_queries
-from memory_core.read.keywords import document_frequencies, document_frequency_cache, keyword_weights
+from memory_core.read.keywords import (
+    document_frequencies,
+    document_frequency_cache,
+    keyword_weights,
+    matched_keywords,
+)
+from memory_core.read.planner import fold_words, keyword_haystack, match_forms
 from memory_core.read.signals import agent_counts
 from memory_core.read.term_stats import term_stats
 from tests.memory_core.read.conftest import MemoryBuilder
@@ -132,3 +139,19 @@ def test_a_large_agent_estimates_common_words_from_the_statistics(
     assert vertix == expected_vertix
     weights = keyword_weights(session, memory.agent_id, ["coffee", "vertix"], 0)
     assert weights[1] > weights[0]
+
+
+def test_an_ascii_text_matches_the_keywords_the_full_haystack_finds() -> None:
+    """The ASCII shortcut of keyword matching decides as the haystack and the folded words together do."""
+    rng = random.Random(11)
+    pieces = ["mora", "Moradia", "namorada", "Ana", "ana's", "(ana", "x_ana", "foo.bar", "BAR", "-pre", "a1b2", "12"]
+    marks = [" ", "  ", ".", ",", "_", "-", "(", "'", '"', "/", ":", "[", "{", "?", "!", ""]
+    keywords = ["mora", "ana", "bar", "pre", "b2", "12", "mãe", "são"]
+    forms = [match_forms(word) for word in keywords]
+    for _ in range(3_000):
+        text = "".join(rng.choice(pieces) + rng.choice(marks) for _ in range(rng.randint(1, 6)))
+        assert text.isascii()
+        lowered = keyword_haystack(text)
+        folded = " " + " ".join(fold_words(text))
+        expected = [plain in lowered or word in lowered or word in folded for plain, word in forms]
+        assert matched_keywords(text, keywords) == expected, text
