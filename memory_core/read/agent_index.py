@@ -42,6 +42,7 @@ import logging
 import math
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -135,11 +136,18 @@ def agent_literal(agent_id: str) -> str:
     return "'" + agent_id.replace("'", "''") + "'"
 
 
+# An engine's URL never changes: rendered once per engine (a retrieve asks several times).
+_DATABASE_KEYS: weakref.WeakKeyDictionary[Engine, str] = weakref.WeakKeyDictionary()
+
+
 def database_key(connectable: Session | Connection | Engine) -> str:
     """Which database ``connectable`` reads (caches keyed by agent id alone would mix databases)."""
     bind = connectable.get_bind() if isinstance(connectable, Session) else connectable
     engine = bind.engine if isinstance(bind, Connection) else bind
-    return engine.url.render_as_string(hide_password=True)
+    key = _DATABASE_KEYS.get(engine)
+    if key is None:
+        key = _DATABASE_KEYS[engine] = engine.url.render_as_string(hide_password=True)
+    return key
 
 
 def _lock_key(agent_id: str) -> int:

@@ -221,7 +221,7 @@ def formula_score(
     return min(1.0, max(0.0, weighted + pattern))
 
 
-@dataclass
+@dataclass(slots=True)
 class Candidate:
     """A fact some signal found, with everything ranking needs (no database handle)."""
 
@@ -273,13 +273,16 @@ def merge_candidates(*groups: Iterable[Candidate]) -> dict[str, Candidate]:
     return merged
 
 
-@dataclass
+@dataclass(slots=True)
 class RankedFact:
     """A candidate with its score breakdown; ``score`` is the final score (formula until reranked)."""
 
     candidate: Candidate
     scores: dict[str, float]
     score: float
+    # -(the candidate's valid_from as a POSIX timestamp): the tie-break of the ranking order,
+    # computed once (the order is sorted several times per retrieve); None until first needed.
+    newest_first: float | None = None
 
     @property
     def formula(self) -> float:
@@ -395,7 +398,10 @@ def rank_candidates(candidates: Iterable[Candidate], config: MemoryConfig, now: 
 
 
 def _order_key(fact: RankedFact) -> tuple[float, float, str]:
-    return (-fact.score, -_aware(fact.candidate.valid_from).timestamp(), fact.candidate.fact_id)
+    newest_first = fact.newest_first
+    if newest_first is None:
+        newest_first = fact.newest_first = -_aware(fact.candidate.valid_from).timestamp()
+    return (-fact.score, newest_first, fact.candidate.fact_id)
 
 
 def sort_ranked(facts: list[RankedFact]) -> list[RankedFact]:
