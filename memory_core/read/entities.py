@@ -509,18 +509,23 @@ def expand_query(
     *,
     window: TimeWindow | None = None,
     limit: int = MAX_PRIMED_NEIGHBOURS,
+    generic: bool = False,
 ) -> ExpandedQuery:
-    """The 1-hop neighbours of ``entity_keys`` over active relationships (both directions), strongest first."""
+    """The 1-hop neighbours of ``entity_keys`` over active relationships (both directions), strongest first.
+
+    ``generic``: the read transaction plans generically and the agent is small, so the statement
+    is prepared at once and keeps one plan. Otherwise it is planned for its parameters each
+    time: a generic plan (made without knowing how many keys or how large the agent's graph is)
+    read a 100,000-fact agent's edges 2.5x slower in the lab.
+    """
     keys = list(dict.fromkeys(entity_keys))
     if not keys:
         return ExpandedQuery()
-    # Planned for its parameters each time: a generic plan (made without knowing how many keys
-    # or how large the agent's graph is) read a 100,000-fact agent's edges 2.5x slower in the lab.
     rows = fetch_all(
         session,
         _EXPAND_SQL.format(validity=fact_validity_sql("r", window)),
         {"agent": agent_id, "keys": keys, "limit": limit, **window_params(window)},
-        prepare=False,
+        prepare=generic,
     )
     seeds = set(keys)
     expanded = ExpandedQuery()

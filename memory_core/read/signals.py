@@ -177,6 +177,8 @@ class SignalRequest:
     # Term queries whose document frequencies an exact pass over the agent's facts counts too
     # (memory_core.read.keywords.term_queries); the counts come back in SignalResult.term_counts.
     term_queries: Sequence[str] = ()
+    # True when the read transaction already plans generically (plan_generically ran before).
+    generic_plans_set: bool = False
 
 
 @dataclass
@@ -842,7 +844,8 @@ def run_signals(
         sql, params = _statement(request, strategy)
         rows = []
         if sql and strategy == "exact" and _plans_generically(request):
-            plan_generically(session)
+            if not request.generic_plans_set:
+                plan_generically(session)
             result.generic_plans = True
             rows = fetch_all(session, sql, params, prepare=True)
         elif sql:

@@ -39,9 +39,11 @@ def test_repeated_retrieves_reuse_prepared_statements(settings: Settings, memory
         with engine.connect() as connection:
             prepared = connection.exec_driver_sql(
                 "SELECT strpos(statement, 'AS in_broad') > 0 AS signal, strpos(statement, 'WITH seeds AS') > 0 "
-                "AS spreading, strpos(statement, 'WITH recent AS') > 0 AS conversations, generic_plans, "
+                "AS spreading, strpos(statement, 'WITH recent AS') > 0 AS conversations, "
+                "strpos(statement, 'FROM memory_entity_relationships r LEFT JOIN') > 0 AS expansion, generic_plans, "
                 "custom_plans FROM pg_prepared_statements"
             ).all()
+            connection.commit()
         # A ROLLBACK at the end of each read would have made psycopg deallocate them all.
         spreading = [(row.generic_plans, row.custom_plans) for row in prepared if row.spreading]
         assert spreading, "the spreading statement was not prepared"
@@ -53,6 +55,18 @@ def test_repeated_retrieves_reuse_prepared_statements(settings: Settings, memory
         # shapes: the first retrieve also counted its keywords' frequencies, the others reuse them).
         signal_plans = [(row.generic_plans, row.custom_plans) for row in prepared if row.signal]
         assert sorted(signal_plans) == [(1, 0), (6, 0)]
+        # A small agent's 1-hop expansion too, once the transaction plans generically from it on.
+        assert [(row.generic_plans, row.custom_plans) for row in prepared if row.expansion] == [(7, 0)]
+        # Under time travel it is planned for its values every time: never prepared.
+        for _ in range(6):
+            retrieve(ctx, agent_id=memory.agent_id, query="Onde o Marcos mora?", as_of=datetime.now(UTC))
+        with engine.connect() as connection:
+            expansions = connection.exec_driver_sql(
+                "SELECT generic_plans, custom_plans FROM pg_prepared_statements "
+                "WHERE strpos(statement, 'FROM memory_entity_relationships r LEFT JOIN') > 0"
+            ).all()
+            connection.commit()
+        assert [tuple(row) for row in expansions] == [(7, 0)]
         assert lives in {fact.fact_id for fact in first.facts}
     finally:
         ctx.close()
