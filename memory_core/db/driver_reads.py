@@ -85,7 +85,7 @@ def fetch_all(
 
     ``prepare``: None lets psycopg prepare the statement after its fifth execution on the
     connection (its default), True prepares it at once, False never (planned for its parameters
-    each time; see :mod:`memory_core.db.engine`).
+    each time; see the module's docstring).
     """
     return _execute(session, statement, params, prepare).fetchall()
 

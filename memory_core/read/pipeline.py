@@ -369,7 +369,8 @@ def _read_stages(
     # executed prepared on the benchmark's agents, spreading 5.0 -> 3.5 ms (1k facts), 7.9 -> 6.4
     # (100k), conversations 2.5 -> 1.8, patterns 0.5 -> 0.3. Set once the statements planned for
     # their parameters (sent unprepared: a large agent's signals and keyword counts) have run;
-    # a small agent's signal statement set it itself (memory_core.read.signals).
+    # for a small agent it was set before the expansion or by its signal statement
+    # (_plans_generically_from_expansion, memory_core.read.signals).
     if not outcome.signals.generic_plans:
         plan_generically(session)
     started = time.perf_counter()

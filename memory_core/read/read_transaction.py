@@ -29,7 +29,7 @@ READ_WORK_MEM = "32MB"
 # after five plans made for their parameters PostgreSQL keeps one generic plan when it costs no
 # more: the small lookups by agent and key stop being planned again (planning was a third of a
 # small agent's retrieve in the database). The statements whose plan depends on the agent asked
-# (a large agent's keyword counts, the graph expansion, and a large agent's signal statements under
+# (a large agent's keyword counts and graph expansion, and a large agent's signal statements under
 # time travel, a session or an entity filter) are sent unprepared and planned for their
 # parameters every time (memory_core.db.driver_reads: ``prepare=False``); a small agent's signal
 # statement and a large agent's semantic search and its keyword and graph statement are
