@@ -83,10 +83,12 @@ EVENT_CANDIDATE_FACTOR = 3
 REPLY_TO_QUESTION_FACTOR = 0.99
 REPLY_TO_STATEMENT_FACTOR = 0.85
 
+# ``doc``: the message as keywords are looked for in it, stored when it was written (migration
+# 0012), or built here for a message older than that migration.
 _CONVERSATIONS_SQL = """
 WITH recent AS (
     SELECT e.id, e.text, e.speaker, e.session_id, e.occurred_at, e.seq, e.message_id, e.importance,
-           e.embedding_vec, {haystack} AS doc
+           e.embedding_vec, COALESCE(e.keyword_doc, {haystack}) AS doc
     FROM memory_events e
     WHERE e.agent_id = :agent AND e.embedding_vec IS NOT NULL {session} {window}
     ORDER BY e.occurred_at DESC, e.seq DESC NULLS LAST, e.id DESC

@@ -16,6 +16,7 @@ from memory_core.db.migrate import (
     head_revision,
     upgrade,
 )
+from memory_core.read.planner import keyword_haystack
 from memory_core.settings import load_settings
 from tests.support.services import TestServices
 
@@ -287,5 +288,44 @@ def test_links_carry_their_facts_ranking_columns_and_follow_their_changes(servic
             # Without the triggers, facts and links are written as before.
             conn.execute(text("UPDATE memory_facts SET importance = 0.5 WHERE id = :fact"), {"fact": after})
             conn.execute(insert_link, {"fact": after, "key": "music:frevo", "primary": False})
+    finally:
+        engine.dispose()
+
+
+def test_events_keep_their_keyword_document_as_the_read_path_builds_it(services: TestServices) -> None:
+    url = services.new_database()
+    settings = load_settings(database_url=url, embedding_dimensions=384)
+    engine = create_engine(url)
+    insert = text(
+        "INSERT INTO memory_events (agent_id, text, speaker) VALUES ('agent-doc', :text, :speaker) RETURNING id"
+    )
+    document = text("SELECT keyword_doc FROM memory_events WHERE id = :id")
+    texts = [
+        "Fui ao (Recife) com a 'Vertix' - pós-jogo",
+        '[Ágata] “disse” {algo} ‘assim’ /ou/ ¿não? ¡Sim! "ok" 100%_feito',
+        "",
+    ]
+    try:
+        upgrade(settings, "0011")
+        with engine.begin() as conn:
+            before = conn.execute(insert, {"text": "antes da migração", "speaker": "Ana"}).scalar()
+        upgrade(settings)
+        with engine.begin() as conn:
+            # Not backfilled: the read builds the document of an older event itself.
+            assert conn.execute(document, {"id": before}).scalar() is None
+            for message in texts:
+                for speaker in ("Ana", "Éric O'Neil", ""):
+                    event_id = conn.execute(insert, {"text": message, "speaker": speaker}).scalar()
+                    stored = conn.execute(document, {"id": event_id}).scalar()
+                    assert stored == keyword_haystack(f"{speaker} {message}"), (speaker, message)
+            # A corrected text gets its document again.
+            conn.execute(text("UPDATE memory_events SET text = 'Outra (coisa)' WHERE id = :id"), {"id": before})
+            assert conn.execute(document, {"id": before}).scalar() == keyword_haystack("Ana Outra (coisa)")
+
+        downgrade(settings, "0011")
+        columns = {column["name"] for column in inspect(engine).get_columns("memory_events")}
+        assert "keyword_doc" not in columns
+        with engine.begin() as conn:
+            conn.execute(insert, {"text": "depois do downgrade", "speaker": "Ana"})
     finally:
         engine.dispose()
