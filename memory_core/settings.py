@@ -126,6 +126,9 @@ class Settings(BaseSettings):
     # Per-job cadence overrides in seconds, as JSON ({"importance": 7200}); jobs not named keep beat_schedule.py's.
     maintenance_cadences: Annotated[dict[str, float], NoDecode] = Field(default_factory=dict)
     database_pool_size: int = Field(default=10, ge=1, le=200)
+    # Statements each database connection keeps prepared (psycopg's default; the least recently
+    # used are deallocated beyond it): their plans live in the server (memory_core.db.engine).
+    database_prepared_max: int = Field(default=100, ge=1, le=10_000)
     # Retrieval counters (times_retrieved, last_retrieved_at) are queued and written this often; 0 = in the request.
     retrieval_bookkeeping_flush_s: float = Field(default=1.0, ge=0, le=600)
     # Agents with at least this many facts get a vector index of their own (0 = never).

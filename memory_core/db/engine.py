@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import weakref
 from typing import Any
 
 import psycopg._queries
@@ -38,7 +39,13 @@ def create_db_engine(settings: Settings, *, pool_size: int | None = None, pre_pi
     invalidates the whole pool: right for callers that retry anyway.
     """
     size = pool_size if pool_size is not None else settings.database_pool_size
-    return pooled_engine(settings.sqlalchemy_url, pool_size=size, max_overflow=size, pre_ping=pre_ping)
+    return pooled_engine(
+        settings.sqlalchemy_url,
+        pool_size=size,
+        max_overflow=size,
+        pre_ping=pre_ping,
+        prepared_max=settings.database_prepared_max,
+    )
 
 
 def pooled_engine(
@@ -48,8 +55,13 @@ def pooled_engine(
     max_overflow: int,
     application_name: str = "arandu",
     pre_ping: bool = True,
+    prepared_max: int | None = None,
 ) -> Engine:
-    """The service's connection options (timeouts, recycling, idle ping) on a pool of the given shape."""
+    """The service's connection options (timeouts, recycling, idle ping) on a pool of the given shape.
+
+    ``prepared_max``: how many statements each connection keeps prepared (psycopg's own default,
+    100, when None); see :func:`keep_prepared_at_most`.
+    """
     engine = create_engine(
         url,
         pool_size=pool_size,
@@ -60,7 +72,37 @@ def pooled_engine(
     if pre_ping:
         ping_when_idle(engine, PING_AFTER_IDLE_S)
     register_vector_type_on_checkout(engine)
+    if prepared_max is not None:
+        keep_prepared_at_most(engine, prepared_max)
     return engine
+
+
+# The prepared_max each engine's connections were given (side engines copy their main engine's).
+_PREPARED_MAX: weakref.WeakKeyDictionary[Engine, int] = weakref.WeakKeyDictionary()
+
+
+def keep_prepared_at_most(engine: Engine, prepared_max: int) -> None:
+    """Each new connection of ``engine`` keeps at most ``prepared_max`` prepared statements.
+
+    psycopg deallocates the least recently used beyond it. Each prepared statement holds its plan
+    in the connection's server process: measured on the retrieve benchmark's data (one
+    connection, 60 questions each for two small and six large agents), 85 statements and 37 MiB
+    of that process's memory, each large agent adding 7-12 statements and 2-6 MiB (a large
+    agent's statements name it, so they are its own). Fewer statements bound that memory on
+    servers with many large agents; too few make the statements of the agents asked most often
+    planned again (docs/production.md).
+    """
+    _PREPARED_MAX[engine] = prepared_max
+
+    def limit(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.prepared_max = prepared_max
+
+    event.listen(engine, "connect", limit)
+
+
+def prepared_max_of(engine: Engine) -> int | None:
+    """The ``prepared_max`` :func:`keep_prepared_at_most` gave ``engine`` (None: psycopg's default)."""
+    return _PREPARED_MAX.get(engine)
 
 
 _VECTOR_TYPE_KNOWN = "arandu_vector_type_known"

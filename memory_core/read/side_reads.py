@@ -40,7 +40,7 @@ from typing import Protocol, TypeVar
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from memory_core.db.engine import create_session_factory, pooled_engine
+from memory_core.db.engine import create_session_factory, pooled_engine, prepared_max_of
 
 __all__ = ["SideReads", "SideSubmit"]
 
@@ -101,6 +101,7 @@ class SideReads:
             pool_size=self.connections,
             max_overflow=0,
             application_name="arandu-side-read",
+            prepared_max=prepared_max_of(self._main_engine),
         )
 
     @contextmanager

@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 
 from memory_core.db.driver_reads import driver_sql, fetch_all, fetch_scalar, run
 from memory_core.db.engine import create_db_engine
+from memory_core.read.side_reads import SideReads
 from memory_core.settings import Settings
 
 
@@ -118,3 +119,33 @@ def test_a_connection_a_failed_statement_broke_is_not_handed_out_again(engine: E
     with Session(engine) as session:
         replacement = fetch_scalar(session, "SELECT pg_backend_pid()")
     assert replacement != doomed
+
+
+def test_a_connection_keeps_at_most_the_configured_prepared_statements(settings: Settings) -> None:
+    engine = create_db_engine(settings.model_copy(update={"database_prepared_max": 3}), pool_size=1)
+    marker = uuid.uuid4().hex[:12]
+    try:
+        with Session(engine) as session:
+            for index in range(5):
+                fetch_all(session, f"SELECT {index} AS n_{marker} WHERE CAST(:x AS int) > 0", {"x": 1}, prepare=True)
+            kept = [
+                str(row.statement)
+                for row in fetch_all(
+                    session,
+                    "SELECT statement FROM pg_prepared_statements WHERE statement LIKE '%' || :m || '%'",
+                    {"m": marker},
+                )
+            ]
+            session.commit()
+        # The least recently used were deallocated: the last three stay.
+        assert sorted(statement.split(" AS ")[0] for statement in kept) == ["SELECT 2", "SELECT 3", "SELECT 4"]
+        # A large agent's side connections (memory_core.read.side_reads) keep the same bound.
+        side = SideReads(engine, 1)
+        try:
+            sessions, _ = side._ready()
+            with sessions() as side_session:
+                assert side_session.connection().connection.driver_connection.prepared_max == 3
+        finally:
+            side.close()
+    finally:
+        engine.dispose()
