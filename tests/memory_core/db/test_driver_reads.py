@@ -74,6 +74,14 @@ def test_settings_without_parameters_go_in_one_message(engine: Engine) -> None:
     assert reset != "5MB"  # SET LOCAL ended with the transaction
 
 
+def _prepared_with(session: Session, marker: str) -> list[str]:
+    """The texts of the statements this session's connection keeps prepared that contain ``marker``."""
+    rows = fetch_all(
+        session, "SELECT statement FROM pg_prepared_statements WHERE statement LIKE '%' || :m || '%'", {"m": marker}
+    )
+    return [str(row.statement) for row in rows]
+
+
 def test_a_statement_prepared_at_once_is_prepared_and_an_unprepared_one_is_not(engine: Engine) -> None:
     marker = uuid.uuid4().hex[:12]
     prepared_text = f"SELECT 1 AS one_{marker} WHERE CAST(:x AS int) > 0"
@@ -82,14 +90,7 @@ def test_a_statement_prepared_at_once_is_prepared_and_an_unprepared_one_is_not(e
         fetch_all(session, prepared_text, {"x": 1}, prepare=True)
         for _ in range(6):  # past psycopg's threshold of five: still never prepared
             fetch_all(session, unprepared_text, {"x": 1}, prepare=False)
-        statements = [
-            str(row.statement)
-            for row in fetch_all(
-                session,
-                "SELECT statement FROM pg_prepared_statements WHERE statement LIKE '%' || :m || '%'",
-                {"m": marker},
-            )
-        ]
+        statements = _prepared_with(session, marker)
         session.commit()
     assert any(f"one_{marker}" in statement for statement in statements)
     assert not any(f"two_{marker}" in statement for statement in statements)
@@ -128,14 +129,7 @@ def test_a_connection_keeps_at_most_the_configured_prepared_statements(settings:
         with Session(engine) as session:
             for index in range(5):
                 fetch_all(session, f"SELECT {index} AS n_{marker} WHERE CAST(:x AS int) > 0", {"x": 1}, prepare=True)
-            kept = [
-                str(row.statement)
-                for row in fetch_all(
-                    session,
-                    "SELECT statement FROM pg_prepared_statements WHERE statement LIKE '%' || :m || '%'",
-                    {"m": marker},
-                )
-            ]
+            kept = _prepared_with(session, marker)
             session.commit()
         # The least recently used were deallocated: the last three stay.
         assert sorted(statement.split(" AS ")[0] for statement in kept) == ["SELECT 2", "SELECT 3", "SELECT 4"]
