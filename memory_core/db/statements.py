@@ -5,8 +5,8 @@ every call: the write path built a few thousand of them per hundred messages, a 
 upsert stage's CPU. :func:`sql` returns one shared :class:`TextClause` per distinct string
 (clauses are immutable, so sharing them across threads is safe).
 
-:func:`compact_sql` does the same for the read path's long generated statements, with their
-whitespace collapsed first: psycopg caches its conversion of a statement (placeholders to
+:func:`collapse_whitespace` shortens the read path's long generated statements
+(memory_core.db.driver_reads): psycopg caches its conversion of a statement (placeholders to
 ``$n``) only for texts up to 4,096 characters, and the indented signal and spreading
 statements were longer, so they were re-parsed by a regular expression on every execution.
 """
@@ -18,7 +18,7 @@ from functools import lru_cache
 
 from sqlalchemy import TextClause, text
 
-__all__ = ["collapse_whitespace", "compact_sql", "sql"]
+__all__ = ["collapse_whitespace", "sql"]
 
 # A quoted literal or identifier ('it''s', "name"), or a run of whitespace outside them.
 _QUOTED_OR_SPACE = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|\s+")
@@ -36,9 +36,3 @@ def collapse_whitespace(statement: str) -> str:
         raise ValueError("collapse_whitespace would join a -- comment with the lines after it")
     collapsed = _QUOTED_OR_SPACE.sub(lambda match: " " if match.group(0).isspace() else match.group(0), statement)
     return collapsed.strip()
-
-
-@lru_cache(maxsize=1024)
-def compact_sql(statement: str) -> TextClause:
-    """``text()`` of ``statement`` with its whitespace collapsed, made once per distinct ``statement``."""
-    return text(collapse_whitespace(statement))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy import Engine
 
-from memory_core.db.statements import compact_sql
+from memory_core.db.statements import sql
 from memory_core.read.planner import WORD_START_MARKS, keyword_haystack, keyword_haystack_sql, match_forms
 
 TEXTS = [
@@ -19,14 +19,14 @@ TEXTS = [
 
 
 def test_the_sql_haystack_is_the_python_one_for_every_mark_case_and_accent(engine: Engine) -> None:
-    statement = compact_sql(f"SELECT {keyword_haystack_sql('CAST(:text AS text)')}")
+    statement = sql(f"SELECT {keyword_haystack_sql('CAST(:text AS text)')}")
     with engine.connect() as connection:
         for text in TEXTS:
             assert connection.execute(statement, {"text": text}).scalar_one() == keyword_haystack(text), text
 
 
 def test_a_keyword_is_found_at_a_word_start_after_any_mark(engine: Engine) -> None:
-    statement = compact_sql(f"SELECT strpos({keyword_haystack_sql('CAST(:text AS text)')}, :word) > 0")
+    statement = sql(f"SELECT strpos({keyword_haystack_sql('CAST(:text AS text)')}, :word) > 0")
     cases = [
         ("ela (mora) aqui", "mora", True),
         ("a namorada dele", "mora", False),
