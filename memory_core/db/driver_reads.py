@@ -26,6 +26,12 @@ unnamed, so that each execution is planned for its parameters, unless ``plan_cac
 force_generic_plan`` is set (the read path sets it only after such statements have run).
 ``prepare=True`` prepares a statement at its first execution (the signal statements that run
 with a generic plan: memory_core.read.signals).
+
+Array parameters (a Python ``list``) are sent in binary (``%(name)b``): psycopg's text-format
+list dumper quotes and escapes element by element in Python, 6.5x slower than the binary one
+for 80 UUIDs (93 against 14 µs) and 4x for 40 keys (29 against 7 µs), and a small agent's
+retrieve sends ~200 elements. The read path casts every array it binds (``CAST(:keys AS
+text[])``), so the server reads the same values either way.
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ from functools import lru_cache
 from typing import Any
 
 import psycopg
-from psycopg.rows import namedtuple_row
+from psycopg.rows import RowFactory, RowMaker, namedtuple_row
 from sqlalchemy import text
 from sqlalchemy.dialects.postgresql import psycopg as psycopg_dialect
 from sqlalchemy.orm import Session
@@ -48,9 +54,47 @@ _DIALECT = psycopg_dialect.dialect()  # type: ignore[no-untyped-call]
 
 
 @lru_cache(maxsize=1024)
-def driver_sql(statement: str) -> str:
-    """``statement`` (``:name`` parameters) in psycopg's form (``%(name)s``, ``%`` doubled), whitespace collapsed."""
-    return str(text(collapse_whitespace(statement)).compile(dialect=_DIALECT))
+def driver_sql(statement: str, binary: frozenset[str] = frozenset()) -> str:
+    """``statement`` (``:name`` parameters) in psycopg's form (``%(name)s``, ``%`` doubled), whitespace collapsed.
+
+    The parameters named in ``binary`` are sent in binary format (``%(name)b``).
+    """
+    compiled = str(text(collapse_whitespace(statement)).compile(dialect=_DIALECT))
+    for name in binary:
+        compiled = compiled.replace(f"%({name})s", f"%({name})b")
+    return compiled
+
+
+# The row class of every statement text, made from its first result: psycopg's namedtuple_row
+# reads every column's name and looks its class up again at each execution (a twentieth of a
+# small agent's retrieve CPU in the API process). A text returns the same columns each time;
+# the column count is part of the key so that a ``SELECT *`` over a table a migration changed
+# meanwhile gets a class of its own. Dict reads and writes are atomic: threads share it safely
+# (at worst two make the same class).
+_ROW_MAKERS: dict[tuple[str, int], RowMaker[Any]] = {}
+_ROW_MAKERS_MAX = 1024
+
+
+def _row_factory(query: str) -> RowFactory[Any]:
+    def rows(cursor: psycopg.Cursor[Any]) -> RowMaker[Any]:
+        result = cursor.pgresult
+        if result is None or not result.nfields:
+            return namedtuple_row(cursor)
+        key = (query, result.nfields)
+        maker = _ROW_MAKERS.get(key)
+        if maker is None:
+            maker = namedtuple_row(cursor)
+            if len(_ROW_MAKERS) >= _ROW_MAKERS_MAX:
+                _ROW_MAKERS.clear()
+            _ROW_MAKERS[key] = maker
+        return maker
+
+    return rows
+
+
+def _binary_parameters(params: Mapping[str, Any]) -> frozenset[str]:
+    # Exactly list: subclasses (memory_core.db.vectors.VectorArray) bring dumpers of their own.
+    return frozenset(name for name, value in params.items() if type(value) is list)
 
 
 @lru_cache(maxsize=64)
@@ -65,8 +109,8 @@ def _execute(
 ) -> psycopg.Cursor[Any]:
     connection = session.connection()
     driver_connection: psycopg.Connection[Any] = connection.connection.driver_connection  # type: ignore[assignment]
-    query = _plain_sql(statement) if params is None else driver_sql(statement)
-    cursor = driver_connection.cursor(row_factory=namedtuple_row)
+    query = _plain_sql(statement) if params is None else driver_sql(statement, _binary_parameters(params))
+    cursor = driver_connection.cursor(row_factory=_row_factory(query))
     for listener in connection.dispatch.before_cursor_execute:
         listener(connection, cursor, query, params, None, False)
     try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -13,6 +14,7 @@ from sqlalchemy.orm import Session
 
 from memory_core.db.driver_reads import driver_sql, fetch_all, fetch_scalar, run
 from memory_core.db.engine import create_db_engine
+from memory_core.db.vectors import vector_array, vector_param
 from memory_core.read.side_reads import SideReads
 from memory_core.settings import Settings
 
@@ -34,6 +36,55 @@ def test_rows_come_back_named_and_by_position_with_parameters_bound(engine: Engi
         )
     assert [(row.n, row.word) for row in rows] == [(2, "dois"), (3, "três")]
     assert rows[0][1] == "dois"
+
+
+def test_array_parameters_arrive_exactly_as_sent(engine: Engine) -> None:
+    # Lists are sent in binary (%(name)b): every shape the read path binds must arrive unchanged.
+    fact_ids = [str(uuid.uuid4()), str(uuid.uuid4())]
+    moment = datetime(2026, 3, 1, 12, 30, tzinfo=UTC)
+    params: dict[str, Any] = {
+        "words": ["a,b", 'aspas "duplas"', "barra \\ invertida", "{chaves}", "ção", None, "", "NULL"],
+        "ids": fact_ids,
+        "ints": [0, 1, 40_000, None],
+        "floats": [0.5, None, 1e-9],
+        "moments": [moment, None],
+        "empty": [],
+    }
+    statement = (
+        "SELECT CAST(:words AS text[]) AS words, CAST(:ids AS uuid[]) AS ids, CAST(:ints AS int[]) AS ints, "
+        "CAST(:floats AS float8[]) AS floats, CAST(:moments AS timestamptz[]) AS moments, "
+        "CAST(:empty AS text[]) AS empty"
+    )
+    assert "%(words)b" in driver_sql(statement, frozenset(params))
+    with Session(engine) as session:
+        (row,) = fetch_all(session, statement, params)
+    assert row.words == params["words"]
+    assert [str(value) for value in row.ids] == fact_ids
+    assert (row.ints, row.floats, row.empty) == (params["ints"], params["floats"], [])
+    assert row.moments == [moment, None]
+
+
+def test_a_vector_array_parameter_keeps_its_own_binary_form(engine: Engine) -> None:
+    with Session(engine) as session:
+        (row,) = fetch_all(
+            session,
+            "SELECT cardinality(CAST(:vecs AS vector[])) AS n, "
+            "(CAST(:vecs AS vector[]))[1] <=> CAST(:one AS vector) AS d",
+            {"vecs": vector_array([[1.0, 0.0], None]), "one": vector_param([1.0, 0.0])},
+        )
+    assert (row.n, row.d) == (2, 0.0)
+
+
+def test_each_statement_text_gets_its_own_row_names(engine: Engine) -> None:
+    # Row classes are kept per statement text: alternating texts must never mix their columns.
+    with Session(engine) as session:
+        for number in range(3):
+            (first,) = fetch_all(session, "SELECT CAST(:n AS int) AS alpha, 'x' AS beta", {"n": number})
+            (second,) = fetch_all(session, "SELECT CAST(:n AS int) AS gamma", {"n": number})
+            empty = fetch_all(session, "SELECT 1 AS delta WHERE CAST(:n AS int) < 0", {"n": number})
+            assert (first.alpha, first.beta, second.gamma, empty) == (number, "x", number, [])
+            assert first._fields == ("alpha", "beta")
+            assert second._fields == ("gamma",)
 
 
 def test_a_percent_sign_in_the_text_is_sql_not_a_placeholder(engine: Engine) -> None:
