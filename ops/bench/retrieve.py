@@ -2103,6 +2103,10 @@ def reuse_dataset(database_url: str, scale: Scale) -> Dataset:
     """The dataset a kept home holds: the tested agents regenerated (same seed), sizes read back."""
     now = datetime.now(UTC)
     plan = DatasetPlan(scale, now)
+    # Generated again as the load generated them, so that the worlds hold the same facts (the
+    # questions are drawn from what each person has done: without it a reused home was asked
+    # none of the questions about the people's jobs, studies and moves).
+    plan.prepare_tested()
     dataset = Dataset(tested=plan.tested, agents=len(plan.agent_ids), other_sizes=plan.other_sizes)
     with psycopg.connect(database_url, autocommit=True) as conn:
         counts = conn.execute(
