@@ -148,9 +148,12 @@ _ENTITY_TOP_FACTS = """
         ORDER BY f.importance DESC, f.valid_from DESC, f.id
         LIMIT :fetch"""
 
+# MATERIALIZED: each entity's fact count is looked up once. Inlined, the scalar subquery was
+# copied into the size filter twice and into every hit row the lateral join made (1k agent:
+# ~265 index probes for 44 entities and 177 hits; 0.1 ms of a 1.4 ms statement).
 _HITS_SQL = """
 levels AS ({levels}),
-sized_levels AS (
+sized_levels AS MATERIALIZED (
     SELECT lv.level, lv.key, lv.origin,
            (SELECT me.fact_count FROM memory_entities me WHERE me.agent_id = :agent AND me.canonical_key = lv.key)
                AS via_facts
