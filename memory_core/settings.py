@@ -139,6 +139,9 @@ class Settings(BaseSettings):
     # Extra connections per process that let a large agent's retrieve run its independent
     # statements side by side (memory_core.read.side_reads); 0 = one connection per retrieve.
     retrieval_side_connections: int = Field(default=4, ge=0, le=64)
+    # Retrievals of one process reading the database at once (memory_core.read.read_slots says
+    # what was measured); 0 = the CPUs this process may run on.
+    retrieval_concurrency: int = Field(default=0, ge=0, le=256)
 
     # Background processes (workers, Beat, Flower) lower their CPU priority by this much (nice,
     # their session group's and, with the embedded PostgreSQL, the workers' database backends';

@@ -14,6 +14,7 @@ from memory_core.db.engine import create_db_engine, create_session_factory
 from memory_core.providers.factory import build_embedding_provider, build_llm_provider
 from memory_core.providers.protocols import EmbeddingProvider, LLMProvider
 from memory_core.read.bookkeeping import RetrievalBookkeeper
+from memory_core.read.read_slots import ReadSlots, build_read_slots
 from memory_core.read.rerank import LLMRerankSkill, RerankInput, RerankOutput
 from memory_core.read.side_reads import SideReads
 from memory_core.settings import Settings
@@ -38,6 +39,8 @@ class ReadContext:
     reranker: Skill[RerankInput, RerankOutput] | None = None
     bookkeeper: RetrievalBookkeeper | None = None
     side_reads: SideReads | None = None
+    # How many of this process's retrievals read the database at once (memory_core.read.read_slots).
+    read_slots: ReadSlots | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -47,6 +50,8 @@ class ReadContext:
             )
         if self.side_reads is None:
             self.side_reads = SideReads(self.engine, self.settings.retrieval_side_connections)
+        if self.read_slots is None:
+            self.read_slots = build_read_slots(self.settings.retrieval_concurrency)
 
     def flush_bookkeeping(self) -> bool:
         """Write the queued retrieval counters now (they are otherwise written in the background)."""

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, wait
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
@@ -185,6 +185,18 @@ def _optional(run: _Run, session: Session, *, stage: str, consequence: str, work
         return default
     finally:
         run.timed(stage, started)
+
+
+@contextmanager
+def _read_slot(run: _Run) -> Iterator[None]:
+    """Hold one of the process's read slots (memory_core.read.read_slots); the wait is the ``queued`` stage."""
+    slots = run.ctx.read_slots
+    if slots is None:
+        yield
+        return
+    with slots.held() as waited:
+        run.timings["queued"] = round(waited * 1000.0, 3)
+        yield
 
 
 def _serving(ctx: ReadContext) -> AbstractContextManager[None]:
@@ -692,7 +704,7 @@ def retrieve(
 
     outcome = _ReadOutcome()
     try:
-        with ctx.sessions() as session, _serving(ctx):
+        with _read_slot(run), ctx.sessions() as session, _serving(ctx):
             outcome = _read(run, session, vector)
             # End the read-only transaction with COMMIT: a ROLLBACK (what the pool would send
             # when the session closes) makes psycopg discard the connection's prepared

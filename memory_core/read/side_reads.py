@@ -30,7 +30,6 @@ How
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -41,6 +40,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from memory_core.db.engine import create_session_factory, pooled_engine, prepared_max_of
+from memory_core.read.read_slots import usable_cpus
 
 __all__ = ["SideReads", "SideSubmit"]
 
@@ -60,9 +60,7 @@ class SideSubmit(Protocol):
 
 
 def _default_max_busy() -> int:
-    # The CPUs this process may run on (a container's cpuset), not the host's.
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 2)
-    return max(1, cpus // 2)
+    return max(1, usable_cpus() // 2)
 
 
 class SideReads:

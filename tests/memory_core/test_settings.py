@@ -55,6 +55,7 @@ def test_values_are_read_from_arandu_prefixed_environment(monkeypatch: pytest.Mo
         ("ARANDU_DATABASE_URL", "mysql://root@localhost/db", "ARANDU_DATABASE_URL"),
         ("ARANDU_BROKER_URL", "http://localhost", "ARANDU_BROKER_URL"),
         ("ARANDU_RETRIEVAL_EF_SEARCH", "10", "ARANDU_RETRIEVAL_EF_SEARCH"),
+        ("ARANDU_RETRIEVAL_CONCURRENCY", "-1", "ARANDU_RETRIEVAL_CONCURRENCY"),
     ],
 )
 def test_bad_value_fails_naming_the_variable(
