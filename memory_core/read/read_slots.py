@@ -10,7 +10,8 @@ this, a process read for every request its thread pool (40 threads) held.
 Measured on the benchmark's 2 cores and 2 API processes, alternated runs (2026-12-05):
 
 * 16 concurrent clients, 2 reads at a time per process against 40: 1,000 facts 155-167 ->
-  170-182 retrieves/s, 100,000 facts 78-82 -> 81-90/s (CPU per retrieve down ~5-8%).
+  170-194 retrieves/s, 100,000 facts 78-82 -> 78-90/s (CPU per retrieve 11.7-12.5 -> 10.2-11.5
+  ms and 23.9-25.0 -> 22.0-25.3 ms; ops/bench/RESULTS.md has the rounds).
 * One read at a time per process did better under that load (1,000 facts 181-195/s, 100,000
   89-91/s: PostgreSQL's CPU per retrieve 13.5 ms instead of 17, what one retrieve alone costs
   it), but the API processes share their port and the kernel gives each connection to one of
