@@ -40,7 +40,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["ReadSlots", "build_read_slots", "resolved_concurrency", "usable_cpus"]
+__all__ = ["ReadSlots", "build_read_slots", "usable_cpus"]
 
 
 def usable_cpus() -> int:
@@ -50,22 +50,13 @@ def usable_cpus() -> int:
     return os.cpu_count() or 2
 
 
-def resolved_concurrency(configured: int) -> int:
-    """``configured`` when positive; else the usable CPUs."""
-    return configured if configured > 0 else usable_cpus()
-
-
-def _checked(limit: int) -> int:
-    if limit < 1:
-        raise ValueError(f"read slots need a limit of at least 1, not {limit}")
-    return limit
-
-
 class ReadSlots:
     """At most ``limit`` read transactions of this process at once; the others wait (about in arrival order)."""
 
     def __init__(self, limit: int) -> None:
-        self.limit = _checked(limit)
+        if limit < 1:
+            raise ValueError(f"read slots need a limit of at least 1, not {limit}")
+        self.limit = limit
         self._semaphore = threading.BoundedSemaphore(limit)
 
     @contextmanager
@@ -81,4 +72,4 @@ class ReadSlots:
 
 def build_read_slots(configured: int) -> ReadSlots:
     """This process's slots: ``configured`` when positive, else one per usable CPU."""
-    return ReadSlots(resolved_concurrency(configured))
+    return ReadSlots(configured if configured > 0 else usable_cpus())
