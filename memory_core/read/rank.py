@@ -230,18 +230,13 @@ class Candidate:
     fact_text: str
     valid_from: datetime
     entity_name: str | None = None
-    entity_type: str | None = None
     attribute_key: str | None = None
     speaker: str | None = None
     confidence: float = 0.8
     importance: float = 0.5
     valid_to: datetime | None = None
-    created_at: datetime | None = None
     reinforcement_count: int = 0
     last_confirmed_at: datetime | None = None
-    times_retrieved: int = 0
-    last_retrieved_at: datetime | None = None
-    user_correction_count: int = 0
     # The entity's importance_score from the importance job; None until it has run.
     entity_importance: float | None = None
     cluster_id: str | None = None

@@ -44,7 +44,6 @@ from memory_core.read.rank import DYNAMIC_RECENCY_WEIGHT, DYNAMIC_RETRIEVAL_WEIG
 from memory_core.read.signals import (
     ELIGIBLE_CTE,
     FACT_COLUMNS,
-    USAGE_JOIN,
     base_candidate,
     fact_filter_sql,
     link_filter_sql,
@@ -199,7 +198,7 @@ kept_hits AS (
                ) AS place
         FROM patterned_hits h
         JOIN memory_facts f ON f.id = h.id
-        {usage_join}
+        LEFT JOIN memory_fact_usage u ON u.fact_id = f.id
     ) ranked
     WHERE place <= :per_entity
 )
@@ -207,13 +206,13 @@ SELECT {fact_columns}, h.level, h.via, h.origin, h.via_facts, {similarity} AS si
 FROM kept_hits h
 JOIN memory_facts f ON f.id = h.id
 LEFT JOIN memory_events ev ON ev.id = f.source_event_id
-{usage_join}
 """
 
 # A fact's dynamic importance (seeds R13), as rank.compute_dynamic_importance computes it, on
-# ``f`` (memory_facts), ``u`` (its counters, USAGE_JOIN) and ``h.in_pattern``: each entity's
-# facts are ranked by it where they are read, so only the few kept per entity are fetched whole
-# (with their vector distance, event and counters) and built in Python. Computed in Python,
+# ``f`` (memory_facts), ``u`` (its counters, memory_fact_usage; a fact never retrieved has no
+# row: 0 and NULL) and ``h.in_pattern``: each entity's facts are ranked by it where they are
+# read, so only the few kept per entity are fetched whole (with their vector distance and event)
+# and built in Python. Computed in Python,
 # twice as many rows came back (spreading_facts_per_entity x 2 per entity: 257 rows for 44
 # entities of a 100,000-fact agent) only to be thrown away.
 _DYNAMIC_IMPORTANCE_SQL = """LEAST(CAST(:dyn_max AS float8), GREATEST(CAST(:dyn_min AS float8),
@@ -322,7 +321,6 @@ def spread_activation(
             entity_facts=entity_facts.strip(),
             fact_filter=fact_filter,
             fact_columns=FACT_COLUMNS,
-            usage_join=USAGE_JOIN,
             similarity=similarity,
             dynamic_importance=_DYNAMIC_IMPORTANCE_SQL,
         ).strip()

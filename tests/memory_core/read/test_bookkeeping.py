@@ -11,8 +11,6 @@ from sqlalchemy import text
 from memory_core.read.bookkeeping import RetrievalBookkeeper, record_retrievals
 from memory_core.read.context import ReadContext
 from memory_core.read.management import delete_fact, get_fact
-from memory_core.read.signals import SignalRequest, run_signals
-from memory_core.read.spreading import spread_activation
 from tests.memory_core.read.conftest import MemoryBuilder
 
 
@@ -155,38 +153,20 @@ def test_a_flush_that_cannot_get_its_locks_keeps_the_counts_for_the_next_one(
     assert _usage(memory, fact)[0] == 2  # type: ignore[index]
 
 
-def test_readers_see_the_counters(read_ctx: ReadContext, memory: MemoryBuilder) -> None:
+def test_the_fact_detail_shows_the_counters(read_ctx: ReadContext, memory: MemoryBuilder) -> None:
+    """What GET .../facts/{id} reads. Spreading activation weighs facts by the same counters
+    (test_spreading's dynamic importance test); the signals do not read them."""
     ana = memory.entity("Ana")
-    seed = memory.fact("Ana toca violino", ana)
     asked = memory.fact("Ana mora em Lisboa", ana)
     unasked = memory.fact("Ana tem um gato", ana)
     for _ in range(2):
         assert record_retrievals(read_ctx.sessions, memory.agent_id, [asked]) is True
-    now = datetime.now(UTC)
 
     with read_ctx.sessions() as session:
         detail = get_fact(session, memory.agent_id, asked)
         plain = get_fact(session, memory.agent_id, unasked)
-        spread = spread_activation(session, memory.agent_id, [(seed, 0.8)], read_ctx.base_config, now=now)
-        signals = run_signals(
-            session,
-            SignalRequest(
-                agent_id=memory.agent_id,
-                config=read_ctx.base_config.model_copy(update={"min_similarity": 0.0}),
-                now=now,
-                query_vector=memory.embedder.embed_one("Ana mora em Lisboa"),
-                agent_facts=3,
-                table_rows=3,
-            ),
-        )
 
     assert detail is not None
     assert (detail.times_retrieved, detail.last_retrieved_at is not None) == (2, True)
     assert plain is not None
     assert (plain.times_retrieved, plain.last_retrieved_at) == (0, None)
-    for candidates in (spread.candidates, signals.candidates):
-        by_id = {candidate.fact_id: candidate for candidate in candidates}
-        assert by_id[asked].times_retrieved == 2
-        assert by_id[asked].last_retrieved_at is not None
-        assert by_id[unasked].times_retrieved == 0
-        assert by_id[unasked].last_retrieved_at is None
