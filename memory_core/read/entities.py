@@ -241,6 +241,8 @@ def query_grams(query: str, max_words: int = MAX_NAME_WORDS) -> list[Gram]:
     """
     folded = _fold(query)
     grams: dict[tuple[str, int, int], Gram] = {}
+    # The three tokenisations mostly cut the same runs: each distinct run is normalised once.
+    normalised: dict[str, str] = {}
     for pattern in (_PLAIN_TOKEN, _WORD_TOKEN, _CHUNK_TOKEN):
         tokens = [(match.start(), match.end()) for match in pattern.finditer(folded)]
         for size in range(1, max_words + 1):
@@ -252,10 +254,14 @@ def query_grams(query: str, max_words: int = MAX_NAME_WORDS) -> list[Gram]:
                     continue
                 start += raw.index(stripped)
                 end = start + len(stripped)
-                value = normalize_alias(stripped)
+                value = normalised.get(stripped)
+                if value is None:
+                    value = normalised[stripped] = normalize_alias(stripped)
                 if size == 1 and (len(value) < MIN_SINGLE_WORD_CHARS or value in _FUNCTION_WORDS):
                     continue
-                grams.setdefault((value, start, end), Gram(value, start, end, size))
+                key = (value, start, end)
+                if key not in grams:
+                    grams[key] = Gram(value, start, end, size)
     return list(grams.values())
 
 
