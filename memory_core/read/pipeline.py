@@ -542,7 +542,7 @@ def _scored(fact: RankedFact) -> ScoredFact:
         attribute_key=candidate.attribute_key,
         fact_text=candidate.fact_text,
         score=round(fact.score, 6),
-        scores=dict(fact.scores),
+        scores={name: round(value, 6) for name, value in fact.scores.items()},
         speaker=candidate.speaker,
         source_event_id=candidate.source_event_id,
         message_id=candidate.message_id,

@@ -270,7 +270,11 @@ def merge_candidates(*groups: Iterable[Candidate]) -> dict[str, Candidate]:
 
 @dataclass(slots=True)
 class RankedFact:
-    """A candidate with its score breakdown; ``score`` is the final score (formula until reranked)."""
+    """A candidate with its score breakdown; ``score`` is the final score (formula until reranked).
+
+    ``scores["formula"]`` is rounded to 6 decimals (it orders the facts); the other values of the
+    breakdown are not (the answer rounds them).
+    """
 
     candidate: Candidate
     scores: dict[str, float]
@@ -363,18 +367,20 @@ class _Scorer:
             1.0 - _unit(graph) * GRAPH_BLEND
         )
         weighted = self.w_semantic * related + self.w_recency * recency + self.w_importance * _unit(importance)
-        formula = _unit(weighted + pattern)
+        formula = round(_unit(weighted + pattern), 6)
+        # Only the formula is rounded here (it orders the facts); the answer rounds the breakdown
+        # of the few facts it returns (pipeline._scored) rather than every candidate's seven values.
         scores = {
-            "semantic": round(semantic if semantic > 0.0 else 0.0, 6),
-            "keyword": round(keyword, 6),
-            "graph": round(graph, 6),
-            "recency": round(recency, 6),
-            "importance": round(importance, 6),
-            "confidence": round(confidence, 6),
-            "pattern": round(pattern, 6),
-            "formula": round(formula, 6),
+            "semantic": semantic if semantic > 0.0 else 0.0,
+            "keyword": keyword,
+            "graph": graph,
+            "recency": recency,
+            "importance": importance,
+            "confidence": confidence,
+            "pattern": pattern,
+            "formula": formula,
         }
-        return RankedFact(candidate=candidate, scores=scores, score=scores["formula"])
+        return RankedFact(candidate=candidate, scores=scores, score=formula)
 
 
 def _unit(value: float) -> float:
