@@ -195,6 +195,9 @@ class QueryContext:
     existing_prefixes: set[str] = field(default_factory=set)
     agent_facts: int = 0
     table_rows: float = 0.0
+    # Active-fact counts (memory_entities.fact_count) of the entities named or filtered by, for
+    # their specificity (memory_core.read.focus); an entity without a row has none.
+    fact_counts: dict[str, int] = field(default_factory=dict)
 
     @property
     def mentioned_keys(self) -> list[str]:
@@ -348,32 +351,34 @@ def _resolve_filter(
 
 _RESOLVE_SQL = """
 SELECT 'alias' AS kind, a.alias AS matched, a.canonical_entity_key AS key, e.display_name,
-       COALESCE(e.entity_type, a.canonical_entity_type) AS entity_type
+       COALESCE(e.entity_type, a.canonical_entity_type) AS entity_type, e.fact_count
 FROM memory_entity_aliases a
 LEFT JOIN memory_entities e ON e.agent_id = a.agent_id AND e.canonical_key = a.canonical_entity_key
 WHERE a.agent_id = :agent AND a.alias = ANY(CAST(:grams AS text[])) AND COALESCE(e.is_active, true)
 UNION ALL
-SELECT 'display_name', {folded_name}, e.canonical_key, e.display_name, e.entity_type
+SELECT 'display_name', {folded_name}, e.canonical_key, e.display_name, e.entity_type, e.fact_count
 FROM memory_entities e
 WHERE e.agent_id = :agent AND e.is_active AND {folded_name} = ANY(CAST(:grams AS text[]))
 UNION ALL
-SELECT 'slug', split_part(e.canonical_key, ':', 2), e.canonical_key, e.display_name, e.entity_type
+SELECT 'slug', split_part(e.canonical_key, ':', 2), e.canonical_key, e.display_name, e.entity_type, e.fact_count
 FROM memory_entities e
 WHERE e.agent_id = :agent AND e.is_active AND split_part(e.canonical_key, ':', 2) = ANY(CAST(:slugs AS text[]))
 UNION ALL
-SELECT 'filter_key', e.canonical_key, e.canonical_key, e.display_name, e.entity_type
+SELECT 'filter_key', e.canonical_key, e.canonical_key, e.display_name, e.entity_type, e.fact_count
 FROM memory_entities e
 WHERE e.agent_id = :agent AND e.canonical_key = ANY(CAST(:filter_keys AS text[]))
 UNION ALL
-SELECT 'filter_alias', a.alias, a.canonical_entity_key, NULL, a.canonical_entity_type
+SELECT 'filter_alias', a.alias, a.canonical_entity_key, NULL, a.canonical_entity_type, e.fact_count
 FROM memory_entity_aliases a
+LEFT JOIN memory_entities e ON e.agent_id = a.agent_id AND e.canonical_key = a.canonical_entity_key
 WHERE a.agent_id = :agent AND a.alias = ANY(CAST(:filter_aliases AS text[]))
 UNION ALL
-SELECT 'filter_slug', split_part(e.canonical_key, ':', 2), e.canonical_key, e.display_name, e.entity_type
+SELECT 'filter_slug', split_part(e.canonical_key, ':', 2), e.canonical_key, e.display_name, e.entity_type,
+       e.fact_count
 FROM memory_entities e
 WHERE e.agent_id = :agent AND split_part(e.canonical_key, ':', 2) = ANY(CAST(:filter_slugs AS text[]))
 UNION ALL
-SELECT 'prefix', p.prefix, NULL, NULL, NULL
+SELECT 'prefix', p.prefix, NULL, NULL, NULL, NULL
 FROM unnest(CAST(:prefixes AS text[])) AS p(prefix)
 WHERE EXISTS (
     SELECT 1 FROM memory_entities e
@@ -381,10 +386,10 @@ WHERE EXISTS (
       AND strpos(e.canonical_key, ':') > 0
 )
 UNION ALL
-SELECT 'agent_facts', CAST(count(*) AS text), NULL, NULL, NULL
+SELECT 'agent_facts', CAST(count(*) AS text), NULL, NULL, NULL, NULL
 FROM (SELECT 1 FROM memory_facts f WHERE f.agent_id = :agent AND {validity} LIMIT :count_cap) AS counted
 UNION ALL
-SELECT 'table_rows', CAST(GREATEST(c.reltuples, 0) AS text), NULL, NULL, NULL
+SELECT 'table_rows', CAST(GREATEST(c.reltuples, 0) AS text), NULL, NULL, NULL, NULL
 FROM pg_class c WHERE c.oid = CAST('memory_facts' AS regclass)
 """
 
@@ -399,7 +404,7 @@ def resolve_query_context(
     window: TimeWindow | None = None,
     count_cap: int = 20_001,
 ) -> QueryContext:
-    """Query entities, the resolved filter, existing prefixes and the agent's fact count, in one statement.
+    """Query entities and their fact counts, the resolved filter, existing prefixes, the agent's size: one statement.
 
     ``agent_facts`` is counted up to ``count_cap`` only (a bounded index scan): callers need to
     know whether it is below a threshold, not the exact number.
@@ -430,6 +435,8 @@ def resolve_query_context(
     context = QueryContext(entity_filter=_resolve_filter(requested, rows))
     matches: dict[str, list[tuple[str, str, str | None, str | None]]] = {}
     for row in rows:
+        if row.key is not None and row.fact_count is not None:
+            context.fact_counts[str(row.key)] = int(row.fact_count)
         if row.kind in ("alias", "display_name", "slug"):
             texts = grams_of_slug.get(str(row.matched), set()) if row.kind == "slug" else {str(row.matched)}
             entry = (str(row.key), str(row.kind), row.display_name, row.entity_type)
@@ -480,6 +487,8 @@ class Neighbour:
     strength: float
     edge_time: datetime | None
     display_name: str | None = None
+    # The neighbour's active-fact count (memory_entities.fact_count); None without an entity row.
+    fact_count: int | None = None
 
 
 @dataclass
@@ -495,7 +504,7 @@ class ExpandedQuery:
 _EXPAND_SQL = """
 SELECT r.source_entity_key, r.target_entity_key, r.rel_type, r.strength,
        GREATEST(r.valid_from, COALESCE(r.last_used_at, r.valid_from)) AS edge_time,
-       e.display_name AS other_name
+       e.display_name AS other_name, e.fact_count AS other_fact_count
 FROM memory_entity_relationships r
 LEFT JOIN memory_entities e ON e.agent_id = r.agent_id
      AND e.canonical_key = CASE WHEN r.source_entity_key = ANY(CAST(:keys AS text[]))
@@ -552,6 +561,7 @@ def expand_query(
                 strength=float(row.strength),
                 edge_time=row.edge_time,
                 display_name=row.other_name,
+                fact_count=int(row.other_fact_count) if row.other_fact_count is not None else None,
             )
         )
         expanded.primed_entities.append(other)

@@ -19,8 +19,12 @@ roughly the chance that a fact picked without looking at the query is one the qu
 The query's other signals still rank the entity's facts by content: a fact that matches the
 question semantically or by keyword keeps that score whatever its entity.
 
-``fact_count`` is the entity's count of active facts that the write path maintains; an entity
-without a count (0) keeps the full weight.
+``fact_count`` is the entity's count of active facts that the write path maintains
+(``memory_entities.fact_count``); an entity without a count (0, or no entity row) keeps the full
+weight. The counts come with the statements that find the graph's entities: the resolution
+statement for the entities the query names or filters by, the 1-hop expansion for their
+neighbours (memory_core.read.entities). A statement of their own cost a small agent's retrieve a
+round trip (~0.15 ms of client and server time on the retrieve benchmark's 1,000-fact agent).
 
 An entity whose specificity falls under :data:`MIN_SPECIFICITY` is left out altogether (its facts
 are not read): with 30 facts taken, one of more than 600 (spreading, 3 taken: more than 60). Its
@@ -34,15 +38,12 @@ embedder; ops/bench/RESULTS.md).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from sqlalchemy.orm import Session
-
-from memory_core.db.driver_reads import fetch_all
 from memory_core.read.signals import GraphNode
 
-__all__ = ["MIN_SPECIFICITY", "entity_fact_counts", "specificity", "weigh_graph_nodes"]
+__all__ = ["MIN_SPECIFICITY", "specificity", "weigh_graph_nodes"]
 
 # Below this share of weight an entity's facts say nothing about the query: they are not read.
 MIN_SPECIFICITY = 0.05
@@ -55,25 +56,14 @@ def specificity(fact_count: int | None, budget: int) -> float:
     return max(budget, 1) / float(fact_count)
 
 
-def entity_fact_counts(session: Session, agent_id: str, keys: Sequence[str]) -> dict[str, int]:
-    """Active-fact counts of the agent's entities ``keys`` (absent keys are left out)."""
-    if not keys:
-        return {}
-    rows = fetch_all(
-        session,
-        "SELECT canonical_key, fact_count FROM memory_entities "
-        "WHERE agent_id = :agent AND canonical_key = ANY(CAST(:keys AS text[]))",
-        {"agent": agent_id, "keys": list(dict.fromkeys(keys))},
-    )
-    return {str(row.canonical_key): int(row.fact_count or 0) for row in rows}
+def weigh_graph_nodes(nodes: Sequence[GraphNode], fact_counts: Mapping[str, int], budget: int) -> list[GraphNode]:
+    """``nodes`` with each strength scaled by its entity's specificity; too broad ones left out (module docstring).
 
-
-def weigh_graph_nodes(session: Session, agent_id: str, nodes: Sequence[GraphNode], budget: int) -> list[GraphNode]:
-    """``nodes`` with each strength scaled by its entity's specificity; too broad ones left out (module docstring)."""
-    counts = entity_fact_counts(session, agent_id, [node.key for node in nodes])
+    ``fact_counts``: the entities' active-fact counts by key (an entity absent keeps its weight).
+    """
     weighed: list[GraphNode] = []
     for node in nodes:
-        weight = specificity(counts.get(node.key), budget)
+        weight = specificity(fact_counts.get(node.key), budget)
         if weight < MIN_SPECIFICITY:
             continue
         weighed.append(node if weight >= 1.0 else replace(node, strength=node.strength * weight))

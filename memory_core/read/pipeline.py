@@ -229,11 +229,17 @@ def _graph_nodes(query_context: QueryContext, expansion: ExpandedQuery) -> list[
     return list(nodes.values())
 
 
-def _weighed_graph_nodes(run: _Run, session: Session, nodes: list[GraphNode]) -> list[GraphNode]:
+def _weighed_graph_nodes(
+    run: _Run, query_context: QueryContext, expansion: ExpandedQuery, nodes: list[GraphNode]
+) -> list[GraphNode]:
     """Graph seeds scaled by entity specificity (:mod:`memory_core.read.focus`), unless turned off."""
     if not nodes or not run.config.entity_specificity:
         return nodes
-    return weigh_graph_nodes(session, run.agent_id, nodes, run.config.graph_max_facts)
+    counts = dict(query_context.fact_counts)
+    counts.update(
+        (neighbour.key, neighbour.fact_count) for neighbour in expansion.neighbours if neighbour.fact_count is not None
+    )
+    return weigh_graph_nodes(nodes, counts, run.config.graph_max_facts)
 
 
 def _counts_to_fold(run: _Run, session: Session, qctx: QueryContext) -> list[str]:
@@ -356,7 +362,7 @@ def _read_stages(
         query_vector=vector,
         keywords=run.plan.keywords,
         entity_patterns=[pattern.entity_pattern for pattern in run.plan.pattern_queries],
-        graph_nodes=_weighed_graph_nodes(run, session, _graph_nodes(qctx, outcome.expansion)),
+        graph_nodes=_weighed_graph_nodes(run, qctx, outcome.expansion, _graph_nodes(qctx, outcome.expansion)),
         mentioned=frozenset(qctx.mentioned_keys),
         broad=run.plan.broad_query,
         window=run.window,
@@ -455,8 +461,7 @@ def _plans_generically_from_expansion(
     For an agent searched exactly (no index of its own, at most EXACT_SCAN_MAX_FACTS facts) with
     no time travel, session or entity filter: its signal statement plans generically anyway
     (memory_core.read.signals) and nothing between the expansion and it must be planned for its
-    parameters. The expansion and the entities' fact counts then keep one plan each instead of
-    being planned for every retrieve (on the benchmark's 1,000-fact agent: ~0.25 ms of
+    parameters. The expansion then keeps one plan instead of being planned for every retrieve (on the benchmark's 1,000-fact agent: ~0.25 ms of
     PostgreSQL's time per retrieve, most of it the expansion's parse and plan for a 0.04 ms read).
     """
     return (

@@ -70,23 +70,39 @@ def test_small_entities_keep_the_full_graph_signal(read_ctx: ReadContext, memory
 def test_an_entity_too_broad_for_the_graph_budget_is_left_out_of_the_graph(
     read_ctx: ReadContext, memory: MemoryBuilder
 ) -> None:
+    """The counts come with the statements that find the entities: the resolution (named) and the
+    expansion (neighbours); no statement of their own."""
+    from memory_core.read.entities import expand_query, resolve_query_context
     from memory_core.read.focus import MIN_SPECIFICITY, weigh_graph_nodes
     from memory_core.read.signals import GraphNode
 
     broad = memory.entity("Caroline")
     narrow = memory.entity("Melanie")
+    neighbour = memory.entity("Lucas")
+    memory.relationship(narrow, neighbour, "friend_of")
     for number in range(101):
         memory.fact(f"Caroline painted picture number {number}", broad)
     for number in range(20):
         memory.fact(f"Melanie ran lap number {number}", narrow)
+    for number in range(40):
+        memory.fact(f"Lucas swam lap number {number}", neighbour)
     memory.refresh_fact_counts()
     budget = 2
-    assert budget / 101 < MIN_SPECIFICITY <= budget / 20
+    assert budget / 101 < MIN_SPECIFICITY <= budget / 40 < budget / 20
 
     with read_ctx.sessions() as session:
-        nodes = weigh_graph_nodes(
-            session, memory.agent_id, [GraphNode(key=broad, depth=0), GraphNode(key=narrow, depth=0)], budget
-        )
+        context = resolve_query_context(session, memory.agent_id, "Did Caroline and Melanie paint together?")
+        expansion = expand_query(session, memory.agent_id, [narrow])
 
-    assert [node.key for node in nodes] == [narrow]
+    assert context.fact_counts == {broad: 101, narrow: 20}
+    assert [(n.key, n.fact_count) for n in expansion.neighbours] == [(neighbour, 40)]
+    counts = {**context.fact_counts, neighbour: 40}
+    nodes = weigh_graph_nodes(
+        [GraphNode(key=broad, depth=0), GraphNode(key=narrow, depth=0), GraphNode(key=neighbour, depth=1)],
+        counts,
+        budget,
+    )
+
+    assert [node.key for node in nodes] == [narrow, neighbour]
     assert nodes[0].strength == pytest.approx(budget / 20)
+    assert nodes[1].strength == pytest.approx(budget / 40)
