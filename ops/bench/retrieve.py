@@ -2047,7 +2047,8 @@ def _stack_line() -> str:
 
     settings = load_settings()
     return (
-        f"API (uvicorn, one process), worker pools, Beat, Flower (idle); embedded PostgreSQL 16 + pgvector and "
+        f"API (uvicorn, {settings.api_processes} process{'es' if settings.api_processes != 1 else ''} on one port), "
+        "worker pools, Beat, Flower (idle); embedded PostgreSQL 16 + pgvector and "
         f"Redis; DB pool {settings.database_pool_size} (+{settings.database_pool_size} overflow) per process; "
         f"LLM {settings.llm.value} (no reranker), embeddings {settings.embedder.value} ({settings.dimensions}); "
         f"ARANDU_LOG_LEVEL={settings.log_level.value}"
