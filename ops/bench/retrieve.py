@@ -60,6 +60,7 @@ import psycopg
 
 from ops.bench.common import (
     BenchStack,
+    CpuSnapshot,
     MachineInfo,
     MemorySampler,
     append_results,
@@ -1373,6 +1374,9 @@ class SizeResult:
     load_errors: list[str] = field(default_factory=list)
     load_rate: float = math.nan
     load_client_cpu_ms: float = math.nan
+    # CPU per retrieve by process over the httpx load (warm-up included) and over the control.
+    load_cpu: str = ""
+    control_cpu: str = ""
     control_rate: float = math.nan
     control_latencies: list[float] = field(default_factory=list)
     control_errors: list[str] = field(default_factory=list)
@@ -1478,11 +1482,17 @@ def measure_http_sequential(stack: BenchStack, result: SizeResult, queries: Sequ
 
 async def _concurrent_load(
     stack: BenchStack, path: str, queries: Sequence[str], *, clients: int, warmup_s: float, measure_s: float
-) -> tuple[list[float], list[str], float]:
+) -> tuple[list[float], list[str], float, int]:
+    """Latencies and errors of the requests inside the measure window, its length, and every answer counted.
+
+    The last figure counts the warm-up's answers too: it is what the CPU spent over the whole load
+    is divided by.
+    """
     headers = stack.json_headers
     bodies = [_body(query) for query in queries]
     latencies: list[float] = []
     errors: list[str] = []
+    answered = 0
     limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
     async with httpx.AsyncClient(base_url=stack.api_url, headers=headers, timeout=60.0, limits=limits) as client:
         begin = time.perf_counter()
@@ -1490,6 +1500,7 @@ async def _concurrent_load(
         until = measure_from + measure_s
 
         async def worker(offset: int) -> None:
+            nonlocal answered
             index = offset
             while True:
                 started = time.perf_counter()
@@ -1503,13 +1514,14 @@ async def _concurrent_load(
                     status, detail = 0, f"{type(error).__name__}: {error}"
                 finished = time.perf_counter()
                 index += clients
+                answered += 1
                 if started >= measure_from and finished <= until:
                     latencies.append(finished - started)
                     if status != 200:
                         errors.append(f"{status}: {detail}")
 
         await asyncio.gather(*(worker(offset) for offset in range(clients)))
-    return latencies, errors, measure_s
+    return latencies, errors, measure_s, answered
 
 
 def measure_http_concurrent(stack: BenchStack, result: SizeResult, scale: Scale) -> None:
@@ -1518,7 +1530,7 @@ def measure_http_concurrent(stack: BenchStack, result: SizeResult, scale: Scale)
     path = f"/v1/agents/{result.agent.agent_id}/retrieve"
     queries = result.agent.queries
     before = stack.cpu_snapshot()
-    latencies, errors, window = asyncio.run(
+    latencies, errors, window, answered = asyncio.run(
         _concurrent_load(
             stack,
             path,
@@ -1528,13 +1540,17 @@ def measure_http_concurrent(stack: BenchStack, result: SizeResult, scale: Scale)
             measure_s=scale.throughput_s,
         )
     )
-    spent = stack.cpu_snapshot().since(before).get("benchmark process", 0.0)
+    after = stack.cpu_snapshot()
+    spent = after.since(before).get("benchmark process", 0.0)
     result.load_latencies, result.load_errors = latencies, errors
     result.load_rate = len(latencies) / window if window > 0 else math.nan
     result.walls["load window"] = window
-    result.load_client_cpu_ms = spent / max(len(latencies), 1) * 1000.0
+    # Over the warm-up too, so divided by every answer (the warm-up's included).
+    result.load_client_cpu_ms = spent / max(answered, 1) * 1000.0
+    result.load_cpu = _cpu_per_retrieve(before, after, answered)
     count = max(CONCURRENT_CLIENTS * 4, min(scale.control_requests, int(result.load_rate * scale.throughput_s)))
     requests = [(path, _body(queries[i % len(queries)])) for i in range(count)]
+    before = stack.cpu_snapshot()
     started = time.perf_counter()
     control = asyncio.run(
         send_all(stack.api_url, stack.json_headers, requests, concurrency=CONCURRENT_CLIENTS, expect=200)
@@ -1542,6 +1558,14 @@ def measure_http_concurrent(stack: BenchStack, result: SizeResult, scale: Scale)
     wall = time.perf_counter() - started
     result.control_latencies, result.control_errors = control.latencies, control.errors
     result.control_rate = len(control.latencies) / wall if wall > 0 else math.nan
+    result.control_cpu = _cpu_per_retrieve(before, stack.cpu_snapshot(), len(control.latencies))
+
+
+def _cpu_per_retrieve(before: CpuSnapshot, after: CpuSnapshot, answered: int) -> str:
+    """CPU per answered retrieve by process (ms), and how busy the machine's cores were meanwhile."""
+    window = after.taken_at - before.taken_at
+    busy = (after.machine_busy - before.machine_busy) / window if window > 0 else math.nan
+    return f"{after.per_item_since(before, answered)}; cores busy {busy * 100:.0f}% of {(os.cpu_count() or 1) * 100}%"
 
 
 _EXACT_TOPK_SQL = """
@@ -1823,6 +1847,13 @@ def size_report(result: SizeResult, dataset: Dataset, *, largest: bool) -> Phase
             f"({len(result.control_latencies)} requests)",
             f"{result.control_rate:,.1f} retrieves/s; p50 / p95 {_p(result.control_latencies)}; "
             f"{len(result.control_errors)} errors",
+        )
+    )
+    rows.append(
+        Row(
+            label,
+            "CPU per retrieve by process (ms), httpx load / control",
+            f"{result.load_cpu or 'n/a'} / {result.control_cpu or 'n/a'}",
         )
     )
     loaded = result.threads.get("with bookkeeping")
