@@ -461,8 +461,9 @@ def _plans_generically_from_expansion(
     For an agent searched exactly (no index of its own, at most EXACT_SCAN_MAX_FACTS facts) with
     no time travel, session or entity filter: its signal statement plans generically anyway
     (memory_core.read.signals) and nothing between the expansion and it must be planned for its
-    parameters. The expansion then keeps one plan instead of being planned for every retrieve (on the benchmark's 1,000-fact agent: ~0.25 ms of
-    PostgreSQL's time per retrieve, most of it the expansion's parse and plan for a 0.04 ms read).
+    parameters. The expansion then keeps one plan instead of being planned for every retrieve
+    (on the benchmark's 1,000-fact agent: ~0.25 ms of PostgreSQL's time per retrieve, most of it
+    the expansion's parse and plan for a 0.04 ms read).
     """
     return (
         vector is not None
