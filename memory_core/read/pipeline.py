@@ -229,10 +229,9 @@ def _graph_nodes(query_context: QueryContext, expansion: ExpandedQuery) -> list[
     return list(nodes.values())
 
 
-def _weighed_graph_nodes(
-    run: _Run, query_context: QueryContext, expansion: ExpandedQuery, nodes: list[GraphNode]
-) -> list[GraphNode]:
+def _weighed_graph_nodes(run: _Run, query_context: QueryContext, expansion: ExpandedQuery) -> list[GraphNode]:
     """Graph seeds scaled by entity specificity (:mod:`memory_core.read.focus`), unless turned off."""
+    nodes = _graph_nodes(query_context, expansion)
     if not nodes or not run.config.entity_specificity:
         return nodes
     counts = dict(query_context.fact_counts)
@@ -362,7 +361,7 @@ def _read_stages(
         query_vector=vector,
         keywords=run.plan.keywords,
         entity_patterns=[pattern.entity_pattern for pattern in run.plan.pattern_queries],
-        graph_nodes=_weighed_graph_nodes(run, qctx, outcome.expansion, _graph_nodes(qctx, outcome.expansion)),
+        graph_nodes=_weighed_graph_nodes(run, qctx, outcome.expansion),
         mentioned=frozenset(qctx.mentioned_keys),
         broad=run.plan.broad_query,
         window=run.window,

@@ -212,9 +212,9 @@ LEFT JOIN memory_events ev ON ev.id = f.source_event_id
 # ``f`` (memory_facts), ``u`` (its counters, memory_fact_usage; a fact never retrieved has no
 # row: 0 and NULL) and ``h.in_pattern``: each entity's facts are ranked by it where they are
 # read, so only the few kept per entity are fetched whole (with their vector distance and event)
-# and built in Python. Computed in Python,
-# twice as many rows came back (spreading_facts_per_entity x 2 per entity: 257 rows for 44
-# entities of a 100,000-fact agent) only to be thrown away.
+# and built in Python. Computed in Python, twice as many rows came back
+# (spreading_facts_per_entity x 2 per entity: 257 rows for 44 entities of a 100,000-fact agent)
+# only to be thrown away.
 _DYNAMIC_IMPORTANCE_SQL = """LEAST(CAST(:dyn_max AS float8), GREATEST(CAST(:dyn_min AS float8),
     f.importance
     * (CAST(1 AS float8)
