@@ -71,6 +71,7 @@ from ops.bench.common import (
     percentile,
     secs,
     shielded,
+    speed_probe_ms,
     text_table,
     verdict,
 )
@@ -1387,6 +1388,8 @@ class SizeResult:
     agent_facts_counted: int = 0
     active_facts: int = 0
     load_average: float = 0.0
+    # The speed probe (ops.bench.common) just before the 16-client load: hosts drift within a run.
+    load_speed_probe_ms: float = math.nan
     threads: dict[str, ThreadLoad] = field(default_factory=dict)
     peaks: dict[str, int] = field(default_factory=dict)
     walls: dict[str, float] = field(default_factory=dict)
@@ -1909,7 +1912,10 @@ def size_report(result: SizeResult, dataset: Dataset, *, largest: bool) -> Phase
             f"(under load {mib(result.peaks.get('load', 0))})",
         )
     )
-    report.notes.append(f"{label}: 1-minute load average when the phase started: {result.load_average:.2f}.")
+    report.notes.append(
+        f"{label}: 1-minute load average when the phase started: {result.load_average:.2f}; speed probe just "
+        f"before the {CONCURRENT_CLIENTS}-client load: {result.load_speed_probe_ms:.1f} ms."
+    )
     report.notes.extend(result.window_notes)
     for what, errors in (
         ("HTTP", result.http_errors),
@@ -2107,6 +2113,7 @@ def measure_size(stack: BenchStack, sampler: MemorySampler, ctx: Any, agent: Tes
     measure_http_sequential(stack, warm, queries[: scale.warmup_queries])
     measure_http_sequential(stack, result, queries)
     print(f"{label}: HTTP, {CONCURRENT_CLIENTS} concurrent clients for {scale.throughput_s:.0f} s...", flush=True)
+    result.load_speed_probe_ms = speed_probe_ms()
     moment = time.monotonic()
     measure_http_concurrent(stack, result, scale)
     result.walls["load"] = time.monotonic() - moment
