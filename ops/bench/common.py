@@ -36,6 +36,7 @@ from types import FrameType, TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 import psutil
+import psycopg
 
 if TYPE_CHECKING:
     from ops.devstack import DevStack
@@ -248,6 +249,66 @@ def free_port() -> int:
 def libpq_url(url: str) -> str:
     """A SQLAlchemy URL as psycopg (libpq) takes it."""
     return url.replace("postgresql+psycopg://", "postgresql://", 1)
+
+
+_TOP_STATEMENTS_SQL = """
+SELECT d.datname, s.calls, s.total_exec_time, s.total_exec_time / greatest(s.calls, 1), s.rows, s.query
+FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
+WHERE s.toplevel AND d.datname NOT IN ('postgres', 'template0', 'template1')
+ORDER BY s.total_exec_time DESC
+LIMIT %s
+"""
+
+
+TOP_STATEMENTS_TITLE = "PostgreSQL's top statements by total execution time (pg_stat_statements, whole run)"
+
+
+def statements_block(lines: Sequence[str]) -> str:
+    """The top statements as a folded block of a RESULTS.md section (empty when there are none)."""
+    if not lines:
+        return ""
+    body = "\n".join(lines)
+    return f"\n<details><summary>{TOP_STATEMENTS_TITLE}</summary>\n\n```\n{body}\n```\n\n</details>\n"
+
+
+class StatementStats:
+    """The server's statements ranked by total execution time over part of a run (``pg_stat_statements``).
+
+    The embedded server preloads the module (``ops.embedded.PRELOAD_SETTINGS``); the view is
+    created in the benchmark's database on :meth:`reset`. Statistics are server-wide: every
+    database of the run counts, each statement shown with its database.
+    """
+
+    def __init__(self, database_url: str) -> None:
+        self.url = libpq_url(database_url)
+        self.available = False
+
+    def reset(self) -> bool:
+        """Start counting afresh; False (and nothing shown later) when the server lacks the module."""
+        try:
+            with psycopg.connect(self.url, autocommit=True) as conn:
+                conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+                conn.execute("SELECT pg_stat_statements_reset()")
+            self.available = True
+        except psycopg.Error:
+            self.available = False
+        return self.available
+
+    def top(self, limit: int = 10, width: int = 220) -> list[str]:
+        """One line per statement: calls, total and mean ms, rows, database and the text (shortened)."""
+        if not self.available:
+            return []
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            rows = conn.execute(_TOP_STATEMENTS_SQL, (limit,)).fetchall()
+        lines = []
+        for database, calls, total, mean, returned, query in rows:
+            text = " ".join(str(query).split())
+            if len(text) > width:
+                text = text[: width - 3] + "..."
+            lines.append(
+                f"{total:>12,.1f} ms {calls:>9,} calls {mean:>8.3f} ms/call {returned:>9,} rows  [{database}] {text}"
+            )
+        return lines
 
 
 class BenchStack:

@@ -42,10 +42,12 @@ import uvloop
 from ops.bench.common import (
     GIB,
     SHARED_DATA,
+    TOP_STATEMENTS_TITLE,
     BenchStack,
     CpuSnapshot,
     MachineInfo,
     MemorySampler,
+    StatementStats,
     append_results,
     machine_info,
     markdown_table,
@@ -54,6 +56,7 @@ from ops.bench.common import (
     percentile,
     secs,
     shielded,
+    statements_block,
     text_table,
     verdict,
 )
@@ -1747,12 +1750,16 @@ def run_ingest_benchmark(
     stack = BenchStack(env=env, keep_home=keep_home, label="bench")
     sampler = MemorySampler(stack)
     stub: Any = None
+    statements: StatementStats | None = None
+    top_statements: list[str] = []
     code = 0
     try:
         print(f"ingest benchmark{' (quick)' if quick else ''} on {machine.describe()}; {load}", flush=True)
         ready_s = stack.start()
         print(f"stack ready in {ready_s:.1f} s under {stack.home}", flush=True)
         stack_line = _stack_description(stack)
+        statements = StatementStats(stack.database_url)
+        statements.reset()
         sampler.start()
         idle = sampler.settled(3.0)
         idle_ok = idle < IDLE_BUDGET_BYTES
@@ -1854,6 +1861,7 @@ def run_ingest_benchmark(
         )
         missed = [name for name, held in targets.items() if not held]
         notes.append("Targets missed: " + ", ".join(missed) + "." if missed else "Every target was met.")
+        top_statements = statements.top()
     except KeyboardInterrupt:
         print("\ninterrupted: stopping the stack...", file=sys.stderr, flush=True)
         code = 130
@@ -1878,9 +1886,12 @@ def run_ingest_benchmark(
         return code
     print("\n" + text_table(("phase", "measure", "result", "target"), _t4(rows)))
     print("\n" + "\n".join(f"- {note}" for note in notes))
+    if top_statements:
+        print(f"\n{TOP_STATEMENTS_TITLE}:\n" + "\n".join(top_statements))
     if record:
         append_results(
             _section(machine, command=command, quick=quick, stack_line=stack_line, load=load, rows=rows, notes=notes)
+            + statements_block(top_statements)
         )
         print(f"\nappended to {Path('ops/bench/RESULTS.md')}")
     return 0

@@ -63,6 +63,7 @@ from ops.bench.common import (
     CpuSnapshot,
     MachineInfo,
     MemorySampler,
+    StatementStats,
     append_results,
     machine_info,
     markdown_table,
@@ -2287,6 +2288,8 @@ def run_retrieve_benchmark(
         _collect(agent_index_report(built, min_facts, agent_index_sizes(stack.database_url)), rows, notes, targets)
 
         ctx = build_read_context(settings)
+        statements = StatementStats(stack.database_url)
+        statements.reset()  # the measurements only, not the load
         results: list[SizeResult] = []
         for agent in dataset.tested:
             agent.queries = make_queries(agent.world, scale.queries, SEED + agent.size)
@@ -2306,6 +2309,7 @@ def run_retrieve_benchmark(
             )
         )
 
+        plans.append(("PostgreSQL's top statements by total execution time during the measurements", statements.top()))
         rows.append(update_statistics(stack.database_url))
         peak = sampler.peak()
         rows.append(Row("whole run", "peak stack memory (PSS)", mib(peak)))
