@@ -16,6 +16,8 @@ from typing import Annotated, Any, Self
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 ENV_PREFIX = "ARANDU_"
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -263,6 +265,12 @@ class Settings(BaseSettings):
                 raise ValueError("ARANDU_API_KEYS must be set when ARANDU_ENV=production")
             if self.flower_password is None:
                 raise ValueError("ARANDU_FLOWER_PASSWORD must be set when ARANDU_ENV=production")
+            if _weak_database_password(self.database_url):
+                raise ValueError(
+                    "ARANDU_DATABASE_URL must carry a database password of your own when ARANDU_ENV=production "
+                    "(empty or a well-known default such as 'arandu' or 'postgres' is refused; "
+                    "with docker compose set POSTGRES_PASSWORD in .env)"
+                )
         return self
 
     @property
@@ -315,6 +323,28 @@ class Settings(BaseSettings):
             if url.startswith(prefix):
                 return "postgresql+psycopg://" + url[len(prefix) :]
         return url
+
+
+# Passwords that ship in examples and images: a database reachable over TCP with one of these is
+# open to anyone who read the same page.
+DEFAULT_DATABASE_PASSWORDS = frozenset({"", "arandu", "postgres", "password", "changeme"})
+
+
+def _weak_database_password(url: str) -> bool:
+    """True when ``url`` reaches its server over TCP with no password or a default one.
+
+    A Unix-socket URL (host a path, or none) authenticates by the operating system's user, not
+    by a password, and is left alone.
+    """
+    try:
+        parsed = make_url(url)
+    except ArgumentError:  # not a URL SQLAlchemy reads: connecting fails loudly anyway
+        return False
+    socket_host = parsed.query.get("host")
+    host = parsed.host or (socket_host if isinstance(socket_host, str) else None)
+    if host is None or host.startswith("/"):
+        return False
+    return (parsed.password or "") in DEFAULT_DATABASE_PASSWORDS
 
 
 def _describe(error: ValidationError) -> str:
