@@ -109,6 +109,12 @@ class Settings(BaseSettings):
     api_port: int = Field(default=8000, ge=1, le=65535)
     api_keys: Annotated[tuple[str, ...], NoDecode] = ()
     max_message_bytes: int = Field(default=256 * 1024, ge=1024, le=64 * 1024 * 1024)
+    # A retrieve's query: a question, not a document. Its words are matched against every
+    # entity name and may go to the LLM reranker; 256 KiB queries stalled the API (issue 46).
+    max_query_bytes: int = Field(default=4096, ge=256, le=64 * 1024)
+    # Requests with more than 1 KiB of text to work on (a long query, a long dry run) that one
+    # API process serves at once; the others wait their turn (api.heavy_work).
+    heavy_request_concurrency: int = Field(default=1, ge=1, le=64)
 
     flower_host: str = "127.0.0.1"
     flower_port: int = Field(default=5555, ge=1, le=65535)
