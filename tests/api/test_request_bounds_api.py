@@ -109,14 +109,19 @@ def test_long_queries_take_turns_and_normal_ones_do_not_wait_behind_them(
         client.join(60)
 
     assert normal.status_code == 200, normal.text
-    assert normal_s < LLM_LATENCY_S, f"a normal retrieve took {normal_s:.2f} s beside long ones ({quiet_s:.2f} s alone)"
+    # Queued behind the waiting long ones it would take 4-5 s (their reranker calls of 1 s each).
+    assert normal_s < 2 * LLM_LATENCY_S, (
+        f"a normal retrieve took {normal_s:.2f} s beside long ones ({quiet_s:.2f} s alone)"
+    )
     served = [answer for answer in answers if answer[0] == 200]
     refused = [answer for answer in answers if answer[0] == 503]
     assert len(served) + len(refused) == 10, answers
     # One runs, four wait (per slot), the rest are told at once to come back.
-    assert 1 <= len(served) <= 5, answers
+    assert 2 <= len(served) <= 5, answers
     assert len(refused) >= 5, answers
-    assert all(retry_after == "1" and seconds < LLM_LATENCY_S for _, retry_after, seconds in refused), refused
+    # Told at once: before the served ones, which took their turns of 1 s each, were through.
+    assert all(retry_after == "1" for _, retry_after, _ in refused), refused
+    assert max(seconds for _, _, seconds in refused) < max(seconds for _, _, seconds in served), answers
     # One long query at a time reached the provider.
     calls = sorted(request.received_at for request in stub.requests_to(CHAT)[calls_before:])
     assert len(calls) == len(served)
