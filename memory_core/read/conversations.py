@@ -163,17 +163,17 @@ LEFT JOIN LATERAL (
 
 
 def term_queries(keywords: Sequence[str]) -> list[str]:
-    """One ``to_tsquery('simple', ...)`` text per keyword: the word and its accent-free form, as prefixes.
+    """One ``to_tsquery('arandu_search', ...)`` text per keyword: the word as a prefix.
 
-    Keywords are the planner's (letters and digits only), so they never carry tsquery syntax.
+    The configuration folds case and accents in the database, for documents and queries alike
+    (:mod:`memory_core.db.text_search`), so "São" and "sao" are one query. Keywords are the
+    planner's (letters and digits only), so they never carry tsquery syntax.
     """
     queries: list[str] = []
     for word in keywords:
-        forms = [form for form in dict.fromkeys([word.casefold(), "".join(fold_words(word))]) if form]
-        if forms:
-            query = " | ".join(f"{form}:*" for form in forms)
-            if query not in queries:
-                queries.append(query)
+        folded = "".join(fold_words(word))
+        if folded and f"{folded}:*" not in queries:
+            queries.append(f"{folded}:*")
     return queries
 
 

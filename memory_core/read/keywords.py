@@ -87,7 +87,7 @@ WITH mine AS MATERIALIZED (
     SELECT f.search_vector FROM memory_facts f WHERE f.agent_id = :agent AND {validity}
 ),
 terms AS MATERIALIZED (
-    SELECT t.ord, to_tsquery('simple', t.q) AS tq
+    SELECT t.ord, to_tsquery('arandu_search', t.q) AS tq
     FROM unnest(CAST(:term_queries AS text[])) WITH ORDINALITY AS t(q, ord)
 )
 SELECT 0 AS ord, count(*) AS df FROM mine
@@ -104,7 +104,7 @@ _INDEX_DF_SQL = """
 SELECT t.ord, (
     SELECT count(*) FROM (
         SELECT 1 FROM memory_facts f
-        WHERE f.agent_id = :agent_literal AND {validity} AND f.search_vector @@ to_tsquery('simple', t.q)
+        WHERE f.agent_id = :agent_literal AND {validity} AND f.search_vector @@ to_tsquery('arandu_search', t.q)
         LIMIT :cap
     ) AS hit
 ) AS df

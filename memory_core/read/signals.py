@@ -51,7 +51,7 @@ from memory_core.db.driver_reads import AGENT_LITERAL, fetch_all, fetch_scalar
 from memory_core.db.vectors import vector_param
 from memory_core.read.agent_index import agent_indexes, database_key
 from memory_core.read.entities import TimeWindow, fact_validity_sql, window_params
-from memory_core.read.planner import fold_words, keyword_haystack_sql, match_forms
+from memory_core.read.planner import fold_words
 from memory_core.read.rank import AGGREGATION_KEYWORD_SCORE, Candidate, graph_score, merge_candidates
 from memory_core.read.read_transaction import plan_generically, set_ef_search
 from memory_core.read.side_reads import SideSubmit
@@ -250,8 +250,8 @@ sem AS (
 _EXACT_SCAN_CTE = """
 scanned AS MATERIALIZED (
     SELECT f.id, f.embedding_vec <=> CAST(:vec AS vector) AS distance,
-           f.search_vector @@ (SELECT to_tsquery('simple', :tsquery)) AS kw_hit,
-           f.fact_text, f.entity_key, f.importance, f.valid_from{counted_columns}
+           f.search_vector @@ (SELECT to_tsquery('arandu_search', :tsquery)) AS kw_hit,
+           f.fact_text, f.entity_key, f.importance, f.valid_from, f.search_vector{counted_columns}
     FROM memory_facts f
     WHERE {scan_filter}
 ),
@@ -261,7 +261,7 @@ sem AS (
     LIMIT :sem_limit
 )"""
 
-_TERM_HIT_COLUMN = "f.search_vector @@ (SELECT to_tsquery('simple', :term_query_{index})) AS term_hit_{index}"
+_TERM_HIT_COLUMN = "f.search_vector @@ (SELECT to_tsquery('arandu_search', :term_query_{index})) AS term_hit_{index}"
 # The term queries are built in a subquery (an init plan, run once): written as a bare
 # to_tsquery(:x) a generic plan runs it for every fact scanned (only a plan made for the
 # parameters' values folds it to a constant), which made a 1,000-fact scan 8x slower.
@@ -296,33 +296,35 @@ sem AS (SELECT id, distance FROM sem_ann ORDER BY distance, id LIMIT :sem_limit)
 # The pool carries what ranking it needs, so its rows are not fetched a second time by id (for a
 # large agent's common words, a thousand heap visits).
 _KW_TEXT_POOL = (
-    "SELECT f.id, f.fact_text, f.entity_key, f.importance, f.valid_from FROM memory_facts f "
-    "WHERE {agent_scope}{fact_filter} AND f.search_vector @@ (SELECT to_tsquery('simple', :tsquery))"
+    "SELECT f.id, f.fact_text, f.entity_key, f.importance, f.valid_from, {matched} AS matched FROM memory_facts f "
+    "WHERE {agent_scope}{fact_filter} AND f.search_vector @@ (SELECT to_tsquery('arandu_search', :tsquery))"
 )
-_KW_SCANNED_POOL = "SELECT id, fact_text, entity_key, importance, valid_from FROM scanned WHERE kw_hit{usable}"
+_KW_SCANNED_POOL = (
+    "SELECT id, fact_text, entity_key, importance, valid_from, {matched} AS matched FROM scanned WHERE kw_hit{usable}"
+)
 _KW_PATTERN_POOL = """(
-        SELECT f.id, f.fact_text, f.entity_key, f.importance, f.valid_from FROM memory_facts f
+        SELECT f.id, f.fact_text, f.entity_key, f.importance, f.valid_from, {matched} AS matched FROM memory_facts f
         WHERE {fact_filter} AND f.entity_key LIKE ANY(CAST(:entity_patterns AS text[]))
         ORDER BY f.importance DESC, f.valid_from DESC, f.id
         LIMIT :kw_limit
     )"""
 
-# OFFSET 0 keeps the lateral subquery from being pulled up: pulled up, its expression is copied
-# into every strpos of the match count and the sort key, and the text is lower-cased and
-# translated once per keyword form per row (8.4 ms for a large agent's 519 matches of a common
-# word; computed once, the whole signal statement took 4-8 ms less).
+# How many of the keywords each pooled fact holds ({matched} in each pool): each keyword's prefix
+# query against the fact's stored tsvector, so a word matches with or without its accents, as the pool found it (the
+# text-search configuration folds both sides, memory_core.db.text_search). Each query is an init
+# plan, parsed once per statement, not once per row.
 _KW_CTE = """
 kw_pool AS (
     {pool}
 ),
 kw AS (
-    SELECT p.id, {matched} AS matched,
+    SELECT p.id, p.matched,
            p.entity_key LIKE ANY(CAST(:entity_patterns AS text[])) AS pattern_hit
     FROM kw_pool p
-    CROSS JOIN LATERAL (SELECT {haystack} AS lowered OFFSET 0) AS t
     ORDER BY matched DESC, pattern_hit DESC, p.importance DESC, p.valid_from DESC, p.id
     LIMIT :kw_limit
 )"""
+_KW_MATCH_TERM = "CAST(search_vector @@ (SELECT to_tsquery('arandu_search', :kw_query_{index})) AS int)"
 
 _GRAPH_SEED_CTE = """
 g0 AS (
@@ -615,41 +617,29 @@ def _statement(request: SignalRequest, strategy: VectorStrategy | None) -> tuple
         joins.append("LEFT JOIN sem ON sem.id = f.id")
         columns["in_sem"] = "sem.id IS NOT NULL"
     if searched or patterns:
+        # One term per keyword, written out: a subquery over a keyword array cost ~8 us per row,
+        # for a large agent's thousand rows.
+        terms = []
+        for index, word in enumerate(keywords):
+            params[f"kw_query_{index}"] = f"{_folded(word)}:*"
+            terms.append(_KW_MATCH_TERM.format(index=index))
+        matched = " + ".join(terms) or "0"
         pools = []
         if searched:
             if one_pass:
-                pools.append(_KW_SCANNED_POOL.format(usable=" AND usable" if _counts_terms(request) else ""))
+                usable = " AND usable" if _counts_terms(request) else ""
+                pools.append(_KW_SCANNED_POOL.format(usable=usable, matched=matched))
             else:
                 scope = f"f.agent_id = {AGENT_LITERAL} AND " if strategy == "agent_index" else ""
-                pools.append(_KW_TEXT_POOL.format(fact_filter=fact_filter, agent_scope=scope))
-            forms = dict.fromkeys(form for word in searched for form in (word, _folded(word)))
+                pools.append(_KW_TEXT_POOL.format(fact_filter=fact_filter, agent_scope=scope, matched=matched))
+            # One form per word: the configuration folds accents in the database (db.text_search).
+            forms = dict.fromkeys(_folded(word) for word in searched)
             params["tsquery"] = " | ".join(f"{form}:*" for form in forms)
         if patterns:
-            pools.append(_KW_PATTERN_POOL.format(fact_filter=fact_filter))
-        # strpos of match_forms instead of ILIKE '%word%' (which lower-cases the text and compiles
-        # its pattern again for every row and word); one term per keyword, written out: a
-        # subquery over a keyword array cost ~8 us per row, for a large agent's thousand rows.
-        terms = []
-        for index, word in enumerate(keywords):
-            plain, folded = match_forms(word)
-            params[f"kw_word_{index}"] = plain
-            if folded == plain:
-                terms.append(f"CAST(strpos(t.lowered, :kw_word_{index}) > 0 AS int)")
-            else:
-                params[f"kw_folded_{index}"] = folded
-                terms.append(
-                    f"CAST(strpos(t.lowered, :kw_word_{index}) > 0 OR strpos(t.lowered, :kw_folded_{index}) > 0 AS int)"
-                )
-        matched = " + ".join(terms)
+            pools.append(_KW_PATTERN_POOL.format(fact_filter=fact_filter, matched=matched))
         params["entity_patterns"] = patterns
         params["kw_limit"] = budget
-        ctes.append(
-            _KW_CTE.format(
-                pool="\n    UNION\n    ".join(pools),
-                matched=matched or "0",
-                haystack=keyword_haystack_sql("p.fact_text"),
-            )
-        )
+        ctes.append(_KW_CTE.format(pool="\n    UNION\n    ".join(pools)))
         sources.append("SELECT id FROM kw")
         joins.append("LEFT JOIN kw ON kw.id = f.id")
         columns["kw_matched"] = "kw.matched"

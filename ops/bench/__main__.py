@@ -70,6 +70,19 @@ def main(argv: list[str] | None = None) -> int:
         metavar="ARANDU_X=VALUE",
         help="a setting for the stack (diagnosis; recorded with the command), e.g. ARANDU_DATABASE_POOL_SIZE=20",
     )
+    vector = sub.add_parser(
+        "vector-search",
+        help="per-agent HNSW indexes against one table-wide index with pgvector's iterative scans",
+        description="Vector search design A/B on a kept retrieve home; appends its figures to ops/bench/RESULTS.md.",
+    )
+    vector.add_argument(
+        "--reuse-home",
+        type=Path,
+        metavar="PATH",
+        required=True,
+        help="the home of a ./ops/bench/retrieve --keep-home run",
+    )
+    vector.add_argument("--no-record", action="store_true", help="print the figures without appending to RESULTS.md")
     locomo = sub.add_parser(
         "locomo",
         help="LoCoMo retrieval recall@5/10/25 through the real pipeline, hashing and local MiniLM embeddings",
@@ -133,6 +146,12 @@ def main(argv: list[str] | None = None) -> int:
             record=not args.no_record,
             argv=raw_args[1:],
             env=dict(args.env),
+        )
+    if args.benchmark == "vector-search":
+        from ops.bench.vector_search import run_vector_search_benchmark
+
+        return run_vector_search_benchmark(
+            reuse_home=args.reuse_home, record=not args.no_record, argv=["./ops/bench/vector-search", *raw_args[1:]]
         )
     if args.benchmark == "locomo":
         from ops.bench.locomo import run_locomo_benchmark

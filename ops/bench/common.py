@@ -211,7 +211,7 @@ performance; compare runs made on the same kind of machine only.
 What is measured:
 
 - **The real stack**, started as `./ops/dev` starts it: the API under uvicorn, the `ingest`,
-  `apply` and `maintenance` worker pools, Beat and Flower, on the embedded PostgreSQL 16 +
+  `apply` and `maintenance` worker pools, Beat and Flower, on the embedded PostgreSQL 18 +
   pgvector and Redis, in a fresh temporary `ARANDU_HOME` with `ARANDU_LOG_LEVEL=WARNING`.
   Workers keep running while the API is measured, as in production.
 - **Memory** is the proportional set size (PSS) of every process of the stack including the

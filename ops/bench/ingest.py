@@ -1691,7 +1691,7 @@ def _stack_description(stack: BenchStack) -> str:
         f"{settings.ingest_concurrency}), worker-apply ({apply} x "
         f"{settings.apply_concurrency} threads), worker-maintenance (prefork x {settings.maintenance_concurrency}), "
         f"Beat, Flower; batches and imports in chains of up to {settings.chunk_size} events of one agent; "
-        f"embedded PostgreSQL 16 + pgvector and Redis; DB pool {settings.database_pool_size} "
+        f"embedded PostgreSQL 18 + pgvector and Redis; DB pool {settings.database_pool_size} "
         f"(+{settings.database_pool_size} overflow) per process; LLM {settings.llm.value}, embeddings "
         f"{settings.embedder.value} ({settings.dimensions}); ARANDU_LOG_LEVEL={settings.log_level.value}"
     )

@@ -666,7 +666,7 @@ def run_locomo_benchmark(
     print("\n" + "\n".join(f"- {note}" for note in notes))
     if record:
         setup = (
-            "write pipeline in process (offline skills, one turn at a time), embedded PostgreSQL 16 + pgvector in a "
+            "write pipeline in process (offline skills, one turn at a time), embedded PostgreSQL 18 + pgvector in a "
             "temporary home, a fresh database per embedder"
         )
         append_results(_section(machine, command=command, quick=quick, load=load, setup=setup, rows=rows, notes=notes))

@@ -1,7 +1,7 @@
 """The maintenance benchmark: ``python -m ops.bench maintenance [--quick]`` (or ``./ops/bench/maintenance``).
 
 On the real stack (:class:`~ops.bench.common.BenchStack`: API, worker pools, Beat, Flower,
-embedded PostgreSQL 16 + pgvector and Redis in a fresh temporary home), offline skills and
+embedded PostgreSQL 18 + pgvector and Redis in a fresh temporary home), offline skills and
 384-dimension hashing embeddings:
 
 1. **Memory.** 100 agents x 1,000 active-or-superseded facts each, as the write path would have

@@ -1,7 +1,7 @@
 """The retrieval benchmark: ``python -m ops.bench retrieve [--quick]`` (or ``./ops/bench/retrieve``).
 
 On the real stack (:class:`~ops.bench.common.BenchStack`: API, worker pools, Beat, Flower,
-embedded PostgreSQL 16 + pgvector and Redis in a fresh temporary ``ARANDU_HOME``), with the
+embedded PostgreSQL 18 + pgvector and Redis in a fresh temporary ``ARANDU_HOME``), with the
 defaults it states: no LLM (offline skills, so no reranker) and 384-dimension hashing
 embeddings.
 
@@ -2085,7 +2085,7 @@ def _stack_line() -> str:
     settings = load_settings()
     return (
         f"API (uvicorn, {settings.api_processes} process{'es' if settings.api_processes != 1 else ''} on one port), "
-        "worker pools, Beat, Flower (idle); embedded PostgreSQL 16 + pgvector and "
+        "worker pools, Beat, Flower (idle); embedded PostgreSQL 18 + pgvector and "
         f"Redis; DB pool {settings.database_pool_size} (+{settings.database_pool_size} overflow) per process; "
         f"LLM {settings.llm.value} (no reranker), embeddings {settings.embedder.value} ({settings.dimensions}); "
         f"ARANDU_LOG_LEVEL={settings.log_level.value}"

@@ -99,10 +99,11 @@ def test_doctor_passes_on_a_healthy_stack_and_names_the_broker_when_it_stops(
                 time.sleep(3)
             assert all(check["state"] == "ok" for check in checks.values()), checks
             assert set(checks) == {
-                "database", "pgvector", "migrations", "embedding dimension", "broker",
+                "database", "server support", "migrations", "embedding dimension", "broker",
                 "worker ingest", "worker apply", "worker maintenance", "beat", "flower", "api",
             }  # fmt: skip
             assert "ingest@" in checks["worker ingest"]["detail"]
+            assert re.match(r"PostgreSQL 18\.\d+, vector 0\.8\.\d+, unaccent ", checks["server support"]["detail"])
             # Background processes give the API the CPU first (ARANDU_WORKER_NICE, 10 by default).
             assert {psutil.Process(process.pid).nice() for process in background} == {min(19, os.nice(0) + 10)}
             # The last task Beat published: the sweeper (every 30 s) or, as often, a maintenance fan-out.
@@ -130,3 +131,18 @@ def test_doctor_passes_on_a_healthy_stack_and_names_the_broker_when_it_stops(
             assert "database" not in fixes
     finally:
         redis.stop()
+
+
+def test_doctor_names_what_the_database_server_lacks(tmp_path: Path) -> None:
+    # The machine's own PostgreSQL 15 has no pgvector: a server a user might point at by mistake.
+    env = service_env(database_url="postgresql+psycopg://postgres@127.0.0.1:5432/postgres", home=tmp_path)
+    result = _doctor(env, f"http://127.0.0.1:{free_port()}", "--json")
+    assert result.exit_code == ExitCode.FAILED
+    checks = _checks(result)
+    assert checks["database"]["state"] == "ok"
+    assert checks["database"]["detail"].startswith("PostgreSQL 15")
+    support = checks["server support"]
+    assert support["state"] == "failed"
+    assert "older than the 16" in support["detail"]
+    assert "no pgvector extension" in support["detail"]
+    assert "docs/production.md" in support["fix"]

@@ -79,3 +79,26 @@ def test_ops_dev_starts_everything_serves_probes_and_stops_on_sigint(tmp_path: P
         for leftover in stack_processes([], [home / "pg", home / "redis"]):
             with contextlib.suppress(psutil.NoSuchProcess):
                 os.kill(leftover.pid, signal.SIGKILL)
+
+
+def test_ops_dev_on_a_postgresql_16_home_says_what_to_do_and_starts_nothing(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / "pg").mkdir(parents=True)
+    (home / "pg" / "PG_VERSION").write_text("16\n")
+    env = service_env(home=home, api_port=free_port(), flower_port=free_port())
+    result = subprocess.run(
+        [str(PROJECT_ROOT / "ops" / "dev"), "--no-demo"],
+        cwd=PROJECT_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode != 0
+    said = result.stdout + result.stderr
+    assert "PostgreSQL 16" in said
+    assert "pg_dump" in said
+    assert "Traceback" not in said
+    assert (home / "pg" / "PG_VERSION").read_text() == "16\n"
+    assert not stack_processes([], [home / "pg", home / "redis"])

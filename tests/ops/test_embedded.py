@@ -1,4 +1,4 @@
-"""The embedded servers: idempotent start, Redis that never evicts, pgvector ready, clean stop."""
+"""The embedded servers: idempotent start, Redis that never evicts, pgvector and contrib ready, clean stop."""
 
 from __future__ import annotations
 
@@ -9,7 +9,14 @@ import psycopg
 import pytest
 import redis
 
-from ops.embedded import DEFAULT_SHARED_BUFFERS, SHARED_BUFFERS_ENV, WAL_WRITER_SETTINGS, EmbeddedStack
+from ops.embedded import (
+    DEFAULT_SHARED_BUFFERS,
+    SHARED_BUFFERS_ENV,
+    WAL_WRITER_SETTINGS,
+    EmbeddedStack,
+    IncompatibleDataDirectoryError,
+    bundled_major_version,
+)
 from ops.rss import stack_processes
 
 
@@ -31,7 +38,7 @@ def test_start_is_idempotent_and_stop_leaves_nothing_running(tmp_path: Path) -> 
             server = conn.execute("SHOW server_version_num").fetchone()
         assert version is not None
         assert server is not None
-        assert int(server[0]) >= 160000
+        assert int(server[0]) // 10_000 == bundled_major_version() == 18
 
         client = redis.Redis(unix_socket_path=str(first.redis.socket_path))
         assert client.config_get("maxmemory-policy")["maxmemory-policy"] == "noeviction"
@@ -95,3 +102,49 @@ def test_the_wal_writer_flushes_the_pipelines_commits_every_20_ms(tmp_path: Path
         assert _setting(stack, "wal_writer_delay") == "20ms"
     finally:
         stack.stop()
+
+
+def test_the_server_has_pgvector_0_8_its_contrib_modules_and_statement_statistics(tmp_path: Path) -> None:
+    stack = EmbeddedStack(tmp_path)
+    stack.start()
+    try:
+        url = stack.postgres.ensure_database("arandu_contrib_check").replace("postgresql+psycopg://", "postgresql://")
+        with psycopg.connect(url, autocommit=True) as conn:
+            for name in ("vector", "unaccent", "pg_trgm", "btree_gin", "pg_stat_statements"):
+                conn.execute(f"CREATE EXTENSION IF NOT EXISTS {name}")
+            vector = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
+            folded = conn.execute("SELECT unaccent('São Paulo, Ñandú')").fetchone()
+            conn.execute("SET hnsw.iterative_scan = relaxed_order")
+            conn.execute("SELECT 42 AS marker_for_statement_statistics")
+            seen = conn.execute(
+                "SELECT calls FROM pg_stat_statements WHERE query LIKE %s", ("%marker_for_statement_statistics%",)
+            ).fetchone()
+        assert vector is not None
+        assert tuple(int(part) for part in str(vector[0]).split(".")[:2]) >= (0, 8)
+        assert folded == ("Sao Paulo, Nandu",)
+        assert seen is not None, "pg_stat_statements is not loaded at start (shared_preload_libraries)"
+    finally:
+        stack.stop()
+
+
+def test_a_data_directory_of_another_major_version_is_refused_and_left_untouched(tmp_path: Path) -> None:
+    # What ./ops/dev left in ARANDU_HOME/pg before the embedded server moved from PostgreSQL 16 to 18.
+    old = tmp_path / "pg"
+    old.mkdir()
+    (old / "PG_VERSION").write_text("16\n")
+    (old / "base").mkdir()
+    (old / "base" / "16384").write_text("the user's data")
+    before = sorted(str(path.relative_to(old)) for path in old.rglob("*"))
+
+    stack = EmbeddedStack(tmp_path)
+    with pytest.raises(IncompatibleDataDirectoryError) as caught:
+        stack.postgres.start()
+    message = str(caught.value)
+    assert "PostgreSQL 16" in message
+    assert f"PostgreSQL {bundled_major_version()}" in message
+    assert "ARANDU_HOME" in message
+    assert "pg_dump" in message
+    assert sorted(str(path.relative_to(old)) for path in old.rglob("*")) == before
+    assert (old / "PG_VERSION").read_text() == "16\n"
+    assert (old / "base" / "16384").read_text() == "the user's data"
+    assert not stack_processes([], [old])

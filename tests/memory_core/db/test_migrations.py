@@ -329,3 +329,44 @@ def test_events_keep_their_keyword_document_as_the_read_path_builds_it(services:
             conn.execute(insert, {"text": "depois do downgrade", "speaker": "Ana"})
     finally:
         engine.dispose()
+
+
+def test_facts_written_before_the_unaccented_search_are_found_without_accents_after_it(
+    services: TestServices,
+) -> None:
+    url = services.new_database()
+    settings = load_settings(database_url=url, embedding_dimensions=384)
+    engine = create_engine(url)
+    insert = text(
+        "INSERT INTO memory_facts (agent_id, entity_type, entity_key, fact_text, confidence, valid_from) "
+        "VALUES ('agent-accents', 'person', 'person:ana', :text, 0.9, now()) RETURNING id"
+    )
+    found = text(
+        "SELECT id FROM memory_facts WHERE agent_id = 'agent-accents' "
+        "AND search_vector @@ to_tsquery(:config, :query) ORDER BY fact_text"
+    )
+    try:
+        upgrade(settings, "0012")
+        with engine.begin() as conn:
+            old = conn.execute(insert, {"text": "Ana mora em São Paulo"}).scalar()
+            assert conn.execute(found, {"config": "simple", "query": "sao:*"}).all() == []
+        upgrade(settings)
+        with engine.begin() as conn:
+            new = conn.execute(insert, {"text": "Bruno visitou Sao Tome e o café da Ágata"}).scalar()
+            for query in ("sao:*", "são:*", "SÃO:*"):
+                assert conn.execute(found, {"config": "arandu_search", "query": query}).scalars().all() == [old, new]
+            assert conn.execute(found, {"config": "arandu_search", "query": "agata:*"}).scalars().all() == [new]
+            # The table-wide GIN index still serves the search.
+            indexes = set(
+                conn.execute(text("SELECT indexname FROM pg_indexes WHERE tablename = 'memory_facts'")).scalars()
+            )
+            assert "ix_memory_facts_search_vector" in indexes
+
+        downgrade(settings, "0012")
+        with engine.begin() as conn:
+            assert conn.execute(found, {"config": "simple", "query": "são:*"}).scalars().all() == [old]
+            configs = conn.execute(text("SELECT count(*) FROM pg_ts_config WHERE cfgname = 'arandu_search'")).scalar()
+            assert configs == 0
+        upgrade(settings)
+    finally:
+        engine.dispose()

@@ -20,8 +20,9 @@ def _cosine(left: list[float], right: list[float]) -> float:
     return dot / (math.sqrt(sum(a * a for a in left)) * math.sqrt(sum(b * b for b in right)))
 
 
-def test_term_queries_are_prefixes_with_the_folded_form() -> None:
-    assert term_queries(["série", "lgbtq", "série"]) == ["série:* | serie:*", "lgbtq:*"]
+def test_term_queries_are_one_folded_prefix_per_distinct_word() -> None:
+    # The text-search configuration folds accents in the database, documents and queries alike.
+    assert term_queries(["série", "lgbtq", "série", "serie"]) == ["serie:*", "lgbtq:*"]
     assert term_queries([]) == []
 
 

@@ -172,3 +172,18 @@ def test_a_small_agents_retrieve_counts_its_keywords_in_the_signal_pass(
     scores = {fact.fact_text: fact.scores["keyword"] for fact in answer.facts}
     assert scores["Ana plays the violin in an orchestra."] == pytest.approx(1.0)
     assert scores["Bruno bought a violin for his daughter."] == pytest.approx(idf[1] / sum(idf), abs=1e-6)
+
+
+def test_keywords_match_with_or_without_accents_both_ways(read_ctx: ReadContext, memory: MemoryBuilder) -> None:
+    # The text-search configuration folds accents in documents and queries alike (migration 0013).
+    for index in range(10):
+        memory.fact(f"Friend {index} went hiking near the lake.", f"person:friend_{index}")
+    accented = memory.fact("Ana mora em São Paulo desde 2020.", "person:ana")
+    plain = memory.fact("Bruno flew to Sao Tome last spring.", "person:bruno")
+    cafe = memory.fact("Carla opened a café downtown.", "person:carla")
+    for words in (["sao"], ["São"], ["SAO"]):
+        assert _keyword_ids(_signals(read_ctx, memory, " ".join(words), keywords=words)) == {accented, plain}, words
+    assert _keyword_ids(_signals(read_ctx, memory, "cafe", keywords=["cafe"])) == {cafe}
+    with read_ctx.sessions() as session:
+        total, counts = document_frequencies(session, memory.agent_id, term_queries(["são", "cafe"]), 13)
+    assert (total, counts) == (13, [2, 1])
