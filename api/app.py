@@ -79,19 +79,25 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @app.get("/readyz", tags=["operations"], responses={503: {"description": "a dependency does not answer"}})
     def readyz() -> JSONResponse:
-        """Readiness: 200 only when the database and the broker both answer. No authentication."""
+        """Readiness: 200 only when the database and the broker both answer. No authentication.
+
+        Each dependency is ``ok`` or ``unavailable``; why goes to the log only (an error's text
+        names hosts, ports and users, and this probe answers anyone).
+        """
         checks: dict[str, Any] = {}
         try:
             with engine.connect() as conn:
                 conn.execute(text("SELECT 1"))
             checks["database"] = "ok"
         except Exception as error:
-            checks["database"] = f"error: {type(error).__name__}: {error}".splitlines()[0]
+            logger.warning("readiness: the database does not answer: %s: %s", type(error).__name__, error)
+            checks["database"] = "unavailable"
         try:
             check_broker(settings)
             checks["broker"] = "ok"
         except Exception as error:
-            checks["broker"] = f"error: {type(error).__name__}: {error}".splitlines()[0]
+            logger.warning("readiness: the broker does not answer: %s: %s", type(error).__name__, error)
+            checks["broker"] = "unavailable"
         ready = all(value == "ok" for value in checks.values())
         return JSONResponse({"status": "ready" if ready else "not ready", "checks": checks}, 200 if ready else 503)
 

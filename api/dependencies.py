@@ -26,10 +26,11 @@ from starlette.responses import JSONResponse
 from api.auth import SECURITY_SCHEME, SECURITY_SCHEME_NAME, encode_keys
 from api.errors import ApiError, raise_for_pydantic
 from api.event_writer import EventWriter
+from api.heavy_work import HeavyWork
 from api.schemas import OverrideChecker
 from memory_core.config import MemoryConfig
 from memory_core.db.engine import create_db_engine, create_session_factory
-from memory_core.settings import Settings
+from memory_core.settings import LLMProviderName, Settings
 from memory_core.write.context import WriteContext, build_write_context
 from memory_core.write.intake import AcceptedMessage, IncomingMessage, accept_agent_messages
 from workers.celery_app import create_celery_app
@@ -63,6 +64,7 @@ class ApiState:
     statement_sessions: sessionmaker[Session]
     celery: Celery
     overrides: OverrideChecker
+    heavy: HeavyWork
     api_keys: tuple[bytes, ...]
     body_cap: int
     import_body_cap: int
@@ -181,7 +183,11 @@ def build_state(settings: Settings) -> ApiState:
         sessions=create_session_factory(engine),
         statement_sessions=create_session_factory(engine.execution_options(isolation_level="AUTOCOMMIT")),
         celery=celery,
-        overrides=OverrideChecker(MemoryConfig(embedding_dimensions=settings.dimensions)),
+        overrides=OverrideChecker(
+            MemoryConfig(embedding_dimensions=settings.dimensions),
+            llm_configured=settings.llm is not LLMProviderName.OFFLINE,
+        ),
+        heavy=HeavyWork(settings.heavy_request_concurrency),
         api_keys=encode_keys(settings.api_keys),
         body_cap=cap,
         import_body_cap=max(IMPORT_BODY_CAP, cap),

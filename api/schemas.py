@@ -28,6 +28,7 @@ from pydantic import (
     model_validator,
 )
 
+from api.override_bounds import MAX_RECENT_MESSAGES_BYTES, request_override_problems
 from memory_core.config import ConfigOverrideError, MemoryConfig, apply_overrides
 from memory_core.read.schemas import EntityDetail, FactDetail
 from memory_core.write.intake import IncomingMessage
@@ -179,7 +180,9 @@ class MessageFields(_Request):
     )
     source: SourceText | None = Field(None, description="Where the message came from (free label).")
     recent_messages: list[RecentMessage] | None = Field(
-        None, max_length=MAX_RECENT_MESSAGES, description="Up to 20 preceding messages, as context for extraction."
+        None,
+        max_length=MAX_RECENT_MESSAGES,
+        description="Up to 20 preceding messages (together at most 16 KiB), as context for extraction.",
     )
     config_overrides: ConfigOverrides | None = Field(
         None, description="Per-request MemoryConfig overrides; unknown keys are ignored with a warning."
@@ -450,9 +453,11 @@ class OverrideChecker:
     for one validation.
     """
 
-    def __init__(self, base: MemoryConfig, max_entries: int = 256) -> None:
+    def __init__(self, base: MemoryConfig, max_entries: int = 256, *, llm_configured: bool = False) -> None:
         self.base = base
         self.max_entries = max_entries
+        # With an LLM, overrides are also held to a request's bounds (api.override_bounds).
+        self.llm_configured = llm_configured
         self._cache: dict[str, tuple[dict[str, Any], list[str], list[Problem]]] = {}
 
     def check(self, overrides: Mapping[str, Any]) -> tuple[dict[str, Any], list[str], list[Problem]]:
@@ -468,7 +473,9 @@ class OverrideChecker:
         problems: list[Problem] = []
         warnings: list[str] = []
         try:
-            warnings = apply_overrides(self.base, overrides).warnings
+            resolution = apply_overrides(self.base, overrides)
+            warnings = resolution.warnings
+            problems = request_override_problems(resolution.config, known, llm_configured=self.llm_configured)
         except ConfigOverrideError as error:
             problems = [(problem.path, problem.message) for problem in error.problems]
         answer = (known, warnings, problems)
@@ -515,6 +522,15 @@ def prepare_messages(
                 (f"{field_of(index)}.message", f"message is larger than the limit of {max_message_bytes} bytes (UTF-8)")
             )
         recent = item.recent_messages or []
+        recent_bytes = sum(len(text.encode("utf-8")) for text in recent)
+        if recent_bytes > MAX_RECENT_MESSAGES_BYTES:
+            invalid.append(
+                (
+                    f"{field_of(index)}.recent_messages",
+                    f"recent messages are {recent_bytes} bytes together (UTF-8); the limit is "
+                    f"{MAX_RECENT_MESSAGES_BYTES}: send the last few, they are context for extraction",
+                )
+            )
         for position, text in enumerate(recent):
             if _too_large(text, max_message_bytes):
                 oversized.append(

@@ -16,6 +16,8 @@ from typing import Annotated, Any, Self
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 ENV_PREFIX = "ARANDU_"
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -107,6 +109,12 @@ class Settings(BaseSettings):
     api_port: int = Field(default=8000, ge=1, le=65535)
     api_keys: Annotated[tuple[str, ...], NoDecode] = ()
     max_message_bytes: int = Field(default=256 * 1024, ge=1024, le=64 * 1024 * 1024)
+    # A retrieve's query: a question, not a document. Its words are matched against every
+    # entity name and may go to the LLM reranker; 256 KiB queries stalled the API (issue 46).
+    max_query_bytes: int = Field(default=4096, ge=256, le=64 * 1024)
+    # Requests with more than 1 KiB of text to work on (a long query, a long dry run) that one
+    # API process serves at once; the others wait their turn (api.heavy_work).
+    heavy_request_concurrency: int = Field(default=1, ge=1, le=64)
 
     flower_host: str = "127.0.0.1"
     flower_port: int = Field(default=5555, ge=1, le=65535)
@@ -263,6 +271,12 @@ class Settings(BaseSettings):
                 raise ValueError("ARANDU_API_KEYS must be set when ARANDU_ENV=production")
             if self.flower_password is None:
                 raise ValueError("ARANDU_FLOWER_PASSWORD must be set when ARANDU_ENV=production")
+            if _weak_database_password(self.database_url):
+                raise ValueError(
+                    "ARANDU_DATABASE_URL must carry a database password of your own when ARANDU_ENV=production "
+                    "(empty or a well-known default such as 'arandu' or 'postgres' is refused; "
+                    "with docker compose set POSTGRES_PASSWORD in .env)"
+                )
         return self
 
     @property
@@ -315,6 +329,28 @@ class Settings(BaseSettings):
             if url.startswith(prefix):
                 return "postgresql+psycopg://" + url[len(prefix) :]
         return url
+
+
+# Passwords that ship in examples and images: a database reachable over TCP with one of these is
+# open to anyone who read the same page.
+DEFAULT_DATABASE_PASSWORDS = frozenset({"", "arandu", "postgres", "password", "changeme"})
+
+
+def _weak_database_password(url: str) -> bool:
+    """True when ``url`` reaches its server over TCP with no password or a default one.
+
+    A Unix-socket URL (host a path, or none) authenticates by the operating system's user, not
+    by a password, and is left alone.
+    """
+    try:
+        parsed = make_url(url)
+    except ArgumentError:  # not a URL SQLAlchemy reads: connecting fails loudly anyway
+        return False
+    socket_host = parsed.query.get("host")
+    host = parsed.host or (socket_host if isinstance(socket_host, str) else None)
+    if host is None or host.startswith("/"):
+        return False
+    return (parsed.password or "") in DEFAULT_DATABASE_PASSWORDS
 
 
 def _describe(error: ValidationError) -> str:

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from memory_core.settings import ENV_PREFIX, Environment, Settings, load_settings
+from memory_core.settings import ENV_PREFIX, Environment, Settings, SettingsError, load_settings
 from ops.embedded import bundled_major_version
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -37,8 +37,9 @@ APP_SERVICES = ("migrate", "api", "worker-ingest", "worker-apply", "worker-maint
 WORKER_SERVICES = ("worker-ingest", "worker-apply", "worker-maintenance")
 WORKER_QUEUES = ("ingest", "apply", "maintenance")
 CELERY_APP_MODULE = "workers.celery_app"
-# Settings the service refuses to start without when ARANDU_ENV=production.
-PRODUCTION_SECRETS = ("ARANDU_API_KEYS", "ARANDU_FLOWER_PASSWORD")
+# Settings the service refuses to start without when ARANDU_ENV=production, and the bundled
+# database's and broker's passwords (no silent defaults).
+PRODUCTION_SECRETS = ("ARANDU_API_KEYS", "ARANDU_FLOWER_PASSWORD", "POSTGRES_PASSWORD", "REDIS_PASSWORD")
 
 SETTING_NAMES = frozenset(ENV_PREFIX + name.upper() for name in Settings.model_fields)
 ARANDU_NAME = re.compile(rf"\b{ENV_PREFIX}[A-Z0-9_]+\b")
@@ -362,7 +363,8 @@ def test_compose_environment_loads_as_production_settings(monkeypatch: pytest.Mo
     assert settings.api_keys == ("dummy-arandu_api_keys",)
     assert settings.flower_password is not None
     assert "@postgres:5432/" in settings.database_url
-    assert settings.broker_url == "redis://redis:6379/0"
+    assert settings.broker_url == "redis://:dummy-redis_password@redis:6379/0"
+    assert ":dummy-postgres_password@postgres:5432/" in settings.database_url
 
 
 @pytest.mark.parametrize(("name", "setting", "path"), [("api", "api", "/readyz"), ("flower", "flower", "/healthcheck")])
@@ -445,3 +447,25 @@ def test_dockerfile_base_user_and_home() -> None:
     env_lines = " ".join(arguments for keyword, arguments in instructions if keyword == "ENV")
     assert "ARANDU_HOME=/var/lib/arandu" in env_lines
     assert not [keyword for keyword, _ in instructions if keyword == "ENTRYPOINT"], "compose sets the commands"
+
+
+def test_redis_requires_the_password_the_services_and_its_healthcheck_use(monkeypatch: pytest.MonkeyPatch) -> None:
+    env = dummy_user_env()
+    redis_args = [interpolate(token, env) for token in argv(service("redis")["command"])]
+    assert redis_args[redis_args.index("--requirepass") + 1] == env["REDIS_PASSWORD"]
+    # redis-cli reads REDISCLI_AUTH: the healthcheck (and `docker compose exec redis redis-cli`) log in.
+    assert interpolate(str(environment_of(service("redis"))["REDISCLI_AUTH"]), env) == env["REDIS_PASSWORD"]
+    assert load_compose_settings(monkeypatch).broker_url.startswith(f"redis://:{env['REDIS_PASSWORD']}@redis:")
+
+
+@pytest.mark.parametrize("password", ["arandu", "postgres"])
+def test_the_service_refuses_a_well_known_database_password_from_compose(
+    monkeypatch: pytest.MonkeyPatch, password: str
+) -> None:
+    for key in list(os.environ):
+        if key.startswith(ENV_PREFIX) or key == "OPENAI_API_KEY":
+            monkeypatch.delenv(key)
+    for key, value in container_env({**dummy_user_env(), "POSTGRES_PASSWORD": password}).items():
+        monkeypatch.setenv(key, value)
+    with pytest.raises(SettingsError, match="ARANDU_DATABASE_URL"):
+        load_settings()

@@ -9,7 +9,7 @@ Message ids the agent does not have are simply absent from the answer.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, get_args
 
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field
@@ -19,9 +19,13 @@ from starlette.responses import JSONResponse
 from api.auth import require_api_key
 from api.dependencies import JsonBody, answer, body_doc, get_state, parse_json
 from api.routes.messages import ERROR_RESPONSES, AgentId
+from api.run_errors import client_error
 from api.schemas import MAX_IMPORT_MESSAGES, ShortText
 from memory_core.db.models import MemoryEvent, PipelineRun
 from memory_core.write.schemas import RunStatus
+
+# Every status once is all a filter can say.
+MAX_STATUSES = len(get_args(RunStatus))
 
 router = APIRouter(tags=["events"], dependencies=[Depends(require_api_key)])
 
@@ -34,7 +38,12 @@ class EventLookupIn(BaseModel):
     message_ids: list[ShortText] = Field(
         min_length=1, max_length=MAX_IMPORT_MESSAGES, description="Up to 10,000 of the agent's message ids."
     )
-    status: list[RunStatus] | None = Field(None, description="Only events whose run is in one of these statuses.")
+    # Bounded: each value is a bound parameter, and 100,000 of them broke the driver's limit (a 500).
+    status: list[RunStatus] | None = Field(
+        None,
+        max_length=MAX_STATUSES,
+        description=f"Only events whose run is in one of these statuses (at most {MAX_STATUSES}).",
+    )
 
 
 class EventSummary(BaseModel):
@@ -87,7 +96,7 @@ def lookup_events(request: Request, agent_id: AgentId, body: JsonBody) -> JSONRe
             "message_id": row.message_id,
             "status": row.status,
             "stage": row.stage,
-            "error": row.error,
+            "error": client_error(row.error),
             "import_id": str(row.import_id) if row.import_id else None,
         }
         for row in rows

@@ -13,6 +13,7 @@ from api.auth import require_api_key
 from api.dependencies import JsonBody, answer, body_doc, get_state, parse_json
 from api.errors import ApiError
 from api.routes.messages import AgentId
+from api.run_errors import client_error
 from api.schemas import ErrorBody, EventStatus, RetryAccepted, RetryIn
 from memory_core.db.models import MemoryEvent, PipelineRun
 from memory_core.write.runs import redrive
@@ -61,7 +62,7 @@ def _event(request: Request, event_id: uuid.UUID, agent_id: str | None) -> dict[
         "status": row.status,
         "stage": row.stage,
         "attempts": row.attempts,
-        "error": row.error,
+        "error": client_error(row.error),
         "occurred_at": row.occurred_at.isoformat(),
         "message_id": row.message_id,
         "import_id": str(row.import_id) if row.import_id else None,

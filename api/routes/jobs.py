@@ -18,6 +18,7 @@ from api.auth import require_api_key
 from api.dependencies import answer, get_state
 from api.errors import ApiError, validation_failed
 from api.routes.messages import AgentId
+from api.run_errors import client_error
 from api.schemas import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, ErrorBody, JobRunAccepted, JobRunPage
 from memory_core.maintenance.registry import JOB_NAMES
 from memory_core.maintenance.runs import JobRun, list_runs, request_run, skip_queued_run
@@ -57,7 +58,7 @@ def run_view(run: JobRun) -> dict[str, Any]:
         "finished_at": run.finished_at.isoformat() if run.finished_at else None,
         "duration_ms": run.duration_ms,
         "result": run.result,
-        "error": run.error,
+        "error": client_error(run.error),
     }
 
 

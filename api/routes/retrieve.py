@@ -8,6 +8,7 @@ value is a 422 naming ``body.config_overrides.<key>``.
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
 from datetime import datetime
 from typing import Any
 
@@ -18,6 +19,7 @@ from starlette.responses import Response
 from api.auth import require_api_key
 from api.dependencies import ApiState, JsonBody, body_doc, get_state
 from api.errors import ApiError, problems_from_pydantic, validation_failed
+from api.heavy_work import is_heavy
 from api.routes.messages import ERROR_RESPONSES, AgentId, cap_warnings
 from api.schemas import AS_OF_TAGS, FIXED_CONFIG_KEYS, ErrorBody, Problem, RetrieveIn
 from memory_core.config import ConfigOverrideError
@@ -84,27 +86,30 @@ def post_retrieve(request: Request, agent_id: AgentId, body: JsonBody) -> Respon
     """
     state = get_state(request)
     payload = parse_retrieve(body)
-    limit = state.settings.max_message_bytes
+    limit = state.settings.max_query_bytes
     if len(payload.query) * 4 > limit and len(payload.query.encode("utf-8")) > limit:
-        problem = ("body.query", f"query is larger than the limit of {limit} bytes (UTF-8)")
-        raise validation_failed([problem], 413)
+        problem = ("body.query", f"query is larger than the limit of {limit} bytes (UTF-8, ARANDU_MAX_QUERY_BYTES)")
+        raise validation_failed([problem])
     warnings = check_overrides(state, payload.config_overrides) if payload.config_overrides else []
     as_of: datetime | tuple[datetime, datetime] | None
     if payload.as_of is None or isinstance(payload.as_of, datetime):
         as_of = payload.as_of
     else:
         as_of = (payload.as_of.start, payload.as_of.end)
+    # A long query takes its turn among the process's heavy requests (api.heavy_work).
+    turn: AbstractContextManager[None] = state.heavy.turn() if is_heavy(payload.query) else nullcontext()
     try:
-        result = retrieve(
-            state.read_context(),
-            agent_id=agent_id,
-            query=payload.query,
-            entity_keys=payload.entity_keys,
-            session_id=payload.session_id,
-            as_of=as_of,
-            config_overrides=payload.config_overrides,
-            verbose=payload.verbose,
-        )
+        with turn:
+            result = retrieve(
+                state.read_context(),
+                agent_id=agent_id,
+                query=payload.query,
+                entity_keys=payload.entity_keys,
+                session_id=payload.session_id,
+                as_of=as_of,
+                config_overrides=payload.config_overrides,
+                verbose=payload.verbose,
+            )
     except ConfigOverrideError as error:  # the pipeline's own check; the checker above normally catches it
         raise validation_failed(_override_problems(error)) from None
     except RetrievalRequestError as error:  # the body was validated above; kept as a 422, not a 500

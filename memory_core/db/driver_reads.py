@@ -41,6 +41,7 @@ from functools import lru_cache
 from typing import Any
 
 import psycopg
+from psycopg import sql
 from psycopg.rows import RowFactory, RowMaker, namedtuple_row
 from sqlalchemy import text
 from sqlalchemy.dialects.postgresql import psycopg as psycopg_dialect
@@ -48,9 +49,20 @@ from sqlalchemy.orm import Session
 
 from memory_core.db.statements import collapse_whitespace
 
-__all__ = ["driver_sql", "fetch_all", "fetch_scalar", "run"]
+__all__ = ["AGENT_LITERAL", "driver_sql", "fetch_all", "fetch_scalar", "quoted_literal", "run"]
 
 _DIALECT = psycopg_dialect.dialect()  # type: ignore[no-untyped-call]
+
+# Where a statement wants the agent id written in as a literal (see the module's docstring).
+AGENT_LITERAL = ":agent_literal"
+_AGENT_SLOT = "%(agent_literal)s"
+
+
+def quoted_literal(value: str) -> str:
+    """``value`` as an SQL string literal, quoted by psycopg (NUL refused: PostgreSQL text cannot hold it)."""
+    if "\x00" in value:
+        raise ValueError("agent_id must not contain NUL characters")
+    return sql.Literal(value).as_string(None).strip()
 
 
 @lru_cache(maxsize=1024)
@@ -104,13 +116,30 @@ def _plain_sql(statement: str) -> str:
     return collapse_whitespace(statement)
 
 
+def _with_agent(query: str, agent_id: str, *, bound: bool) -> str:
+    """``query`` (already in psycopg's form) with the agent's literal in its :data:`AGENT_LITERAL` places."""
+    # A statement without the place is left as it is: a place left unfilled fails loudly instead
+    # (psycopg asks for an `agent_literal` parameter, PostgreSQL for a column).
+    literal = quoted_literal(agent_id)
+    if bound:
+        # psycopg reads % as the start of a placeholder anywhere in a statement sent with parameters.
+        return query.replace(_AGENT_SLOT, literal.replace("%", "%%"))
+    return query.replace(AGENT_LITERAL, literal)
+
+
 def _execute(
-    session: Session, statement: str, params: Mapping[str, Any] | None, prepare: bool | None
+    session: Session,
+    statement: str,
+    params: Mapping[str, Any] | None,
+    prepare: bool | None,
+    inline_agent: str | None = None,
 ) -> psycopg.Cursor[Any]:
     connection = session.connection()
     driver_connection: psycopg.Connection[Any] = connection.connection.driver_connection  # type: ignore[assignment]
-    query = _plain_sql(statement) if params is None else driver_sql(statement, _binary_parameters(params))
-    cursor = driver_connection.cursor(row_factory=_row_factory(query))
+    template = _plain_sql(statement) if params is None else driver_sql(statement, _binary_parameters(params))
+    # The literal goes in last, once (str.replace does not scan what it wrote).
+    query = template if inline_agent is None else _with_agent(template, inline_agent, bound=params is not None)
+    cursor = driver_connection.cursor(row_factory=_row_factory(template))
     for listener in connection.dispatch.before_cursor_execute:
         listener(connection, cursor, query, params, None, False)
     try:
@@ -123,22 +152,33 @@ def _execute(
 
 
 def fetch_all(
-    session: Session, statement: str, params: Mapping[str, Any] | None = None, *, prepare: bool | None = None
+    session: Session,
+    statement: str,
+    params: Mapping[str, Any] | None = None,
+    *,
+    prepare: bool | None = None,
+    inline_agent: str | None = None,
 ) -> list[Any]:
     """Every row of ``statement`` as named tuples, run in ``session``'s transaction.
 
     ``prepare``: None lets psycopg prepare the statement after its fifth execution on the
     connection (its default), True prepares it at once, False never (planned for its parameters
-    each time; see the module's docstring).
+    each time; see the module's docstring). ``inline_agent``: the agent id written as a literal
+    where the statement says :data:`AGENT_LITERAL`.
     """
-    return _execute(session, statement, params, prepare).fetchall()
+    return _execute(session, statement, params, prepare, inline_agent).fetchall()
 
 
 def fetch_scalar(
-    session: Session, statement: str, params: Mapping[str, Any] | None = None, *, prepare: bool | None = None
+    session: Session,
+    statement: str,
+    params: Mapping[str, Any] | None = None,
+    *,
+    prepare: bool | None = None,
+    inline_agent: str | None = None,
 ) -> Any:
     """The first column of the first row of ``statement`` (None when it returns no row)."""
-    row = _execute(session, statement, params, prepare).fetchone()
+    row = _execute(session, statement, params, prepare, inline_agent).fetchone()
     return None if row is None else row[0]
 
 

@@ -27,9 +27,13 @@ How
   without one (:meth:`AgentIndexes.request`). :func:`agents_needing_index` lists the agents a
   maintenance pass should index (the benchmark calls it after loading its table).
 * The search statement names the agent as a **literal** in the semantic and keyword CTEs
-  (:func:`agent_literal`): a partial index is only usable when the planner can prove its
+  (``:agent_literal``, written in by :func:`memory_core.db.driver_reads.fetch_all` after the
+  parameters were converted): a partial index is only usable when the planner can prove its
   predicate, which a generic plan with a bound parameter never allows (psycopg prepares a
   statement after a few executions, and PostgreSQL may then switch to a generic plan).
+* Agent ids are free text (``acme:alice``, ``x-:agent``, ``50%``): every statement that holds
+  one as a literal is composed by psycopg (:mod:`psycopg.sql`) and sent as it is, never scanned
+  again for ``:name`` or ``%`` placeholders.
 
 The predicate is the agent alone (not ``valid_to IS NULL``): time travel searches the same index,
 and the read filter (validity, confidence, session, entities) is applied to what it yields.
@@ -45,7 +49,10 @@ import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
+import psycopg
+from psycopg import sql
 from sqlalchemy import Connection, Engine, text
 from sqlalchemy.orm import Session
 
@@ -60,7 +67,6 @@ __all__ = [
     "IndexPass",
     "agent_index_name",
     "agent_indexes",
-    "agent_literal",
     "agent_text_index_name",
     "agents_needing_index",
     "build_agent_index",
@@ -127,13 +133,6 @@ def _legacy_index_name(agent_id: str) -> str:
 
 def _digest(agent_id: str) -> str:
     return hashlib.sha256(agent_id.encode("utf-8")).hexdigest()[:20]
-
-
-def agent_literal(agent_id: str) -> str:
-    """``agent_id`` as an SQL string literal (standard_conforming_strings: only ``'`` is special)."""
-    if "\x00" in agent_id:
-        raise ValueError("agent_id must not contain NUL characters")
-    return "'" + agent_id.replace("'", "''") + "'"
 
 
 # An engine's URL never changes: rendered once per engine (a retrieve asks several times).
@@ -213,24 +212,36 @@ def _sized_build_memory(connection: Connection, agent_id: str) -> str:
     return build_memory(int(facts), int(dimensions))
 
 
-def _agent_index_statements(agent_id: str) -> list[tuple[str, str]]:
-    """(index name, CREATE statement) of each of ``agent_id``'s partial indexes."""
-    predicate = f"WHERE agent_id = {agent_literal(agent_id)}"
+def _agent_index_statements(agent_id: str) -> list[tuple[str, sql.Composed]]:
+    """(index name, CREATE statement) of each of ``agent_id``'s partial indexes.
+
+    Composed by psycopg and sent without parameters (:func:`_run_ddl`): the agent's literal is
+    never scanned for placeholders, whatever its characters.
+    """
+    if "\x00" in agent_id:
+        raise ValueError("agent_id must not contain NUL characters")
     vector_name = agent_index_name(agent_id)
     text_name = agent_text_index_name(agent_id)
-    return [
-        (
-            vector_name,
-            f'CREATE INDEX CONCURRENTLY IF NOT EXISTS "{vector_name}" ON memory_facts '
-            f"USING hnsw (embedding_vec vector_cosine_ops) "
-            f"WITH (m = {AGENT_INDEX_M}, ef_construction = {AGENT_INDEX_EF_CONSTRUCTION}) {predicate}",
-        ),
-        (
-            text_name,
-            f'CREATE INDEX CONCURRENTLY IF NOT EXISTS "{text_name}" ON memory_facts '
-            f"USING gin (search_vector) {predicate}",
-        ),
-    ]
+    vector = sql.SQL(
+        "CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON memory_facts "
+        "USING hnsw (embedding_vec vector_cosine_ops) WITH (m = {m}, ef_construction = {ef}) WHERE agent_id = {agent}"
+    ).format(
+        name=sql.Identifier(vector_name),
+        m=sql.Literal(AGENT_INDEX_M),
+        ef=sql.Literal(AGENT_INDEX_EF_CONSTRUCTION),
+        agent=sql.Literal(agent_id),
+    )
+    keyword = sql.SQL(
+        "CREATE INDEX CONCURRENTLY IF NOT EXISTS {name} ON memory_facts "
+        "USING gin (search_vector) WHERE agent_id = {agent}"
+    ).format(name=sql.Identifier(text_name), agent=sql.Literal(agent_id))
+    return [(vector_name, vector), (text_name, keyword)]
+
+
+def _run_ddl(connection: Connection, statement: sql.Composed) -> None:
+    """Run ``statement`` on the autocommit ``connection``'s psycopg connection, with no parameters to look for."""
+    driver_connection: psycopg.Connection[Any] = connection.connection.driver_connection  # type: ignore[assignment]
+    driver_connection.execute(statement)
 
 
 def _agent_index_names(agent_id: str) -> tuple[str, str]:
@@ -257,7 +268,7 @@ def build_agent_index(
         if not locked:
             return BuildOutcome(agent_id, name, False, time.monotonic() - started, "another process is building it")
         try:
-            missing: list[tuple[str, str, bool]] = []
+            missing: list[tuple[str, sql.Composed, bool]] = []
             for index_name, statement in _agent_index_statements(agent_id):
                 state = _index_state(connection, index_name)
                 if not state:
@@ -288,7 +299,9 @@ def _take_build_slot(connection: Connection, *, wait: bool) -> bool:
     return taken is not False  # pg_advisory_lock returns void (None) once it holds the lock
 
 
-def _build_missing(connection: Connection, agent_id: str, missing: list[tuple[str, str, bool]], memory: str) -> None:
+def _build_missing(
+    connection: Connection, agent_id: str, missing: list[tuple[str, sql.Composed, bool]], memory: str
+) -> None:
     """Drop the invalid leftovers of failed builds, then create what is missing (the build slot held)."""
     for index_name, _, invalid in missing:
         if invalid:
@@ -297,7 +310,7 @@ def _build_missing(connection: Connection, agent_id: str, missing: list[tuple[st
     connection.execute(text("SELECT set_config('maintenance_work_mem', :value, false)"), {"value": memory})
     try:
         for _, statement, _ in missing:
-            connection.execute(text(statement))
+            _run_ddl(connection, statement)
     finally:
         connection.execute(text("SELECT set_config('maintenance_work_mem', :value, false)"), {"value": current})
     # The agent's first-version index, if any, only costs writes now.

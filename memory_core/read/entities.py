@@ -18,6 +18,7 @@ import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import islice
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -43,6 +44,9 @@ __all__ = [
 
 # Longest entity name (in words) looked for in a query.
 MAX_NAME_WORDS = 6
+# Entities are recognised in a query's first this many words (per tokenisation): a question names
+# its entities early, and the gram work stays bounded whatever the query's length.
+MAX_QUERY_GRAM_TOKENS = 64
 # A one-word name must be at least this long, and not a function word, to match ("ana" yes, "de" no).
 MIN_SINGLE_WORD_CHARS = 3
 # Neighbours primed by expansion, strongest edges first.
@@ -236,18 +240,20 @@ class Gram:
     words: int
 
 
-def query_grams(query: str, max_words: int = MAX_NAME_WORDS) -> list[Gram]:
+def query_grams(query: str, max_words: int = MAX_NAME_WORDS, max_tokens: int = MAX_QUERY_GRAM_TOKENS) -> list[Gram]:
     """Every run of 1..``max_words`` whole words of the folded query, normalised as aliases are stored.
 
     Three tokenisations are used so "rio de janeiro", "Ana's", "ana-clara" and "dr. silva" can all
-    match; a gram never starts or ends inside a word.
+    match; a gram never starts or ends inside a word. Only the first ``max_tokens`` tokens of
+    each tokenisation are read: the grams grow with the tokens (x ``max_words`` x 3), and a 256
+    KiB query of short words made 311k of them, each looked up among the agent's names.
     """
     folded = _fold(query)
     grams: dict[tuple[str, int, int], Gram] = {}
     # The three tokenisations mostly cut the same runs: each distinct run is normalised once.
     normalised: dict[str, str] = {}
     for pattern in (_PLAIN_TOKEN, _WORD_TOKEN, _CHUNK_TOKEN):
-        tokens = [(match.start(), match.end()) for match in pattern.finditer(folded)]
+        tokens = [(match.start(), match.end()) for match in islice(pattern.finditer(folded), max_tokens)]
         for size in range(1, max_words + 1):
             for first in range(len(tokens) - size + 1):
                 start, end = tokens[first][0], tokens[first + size - 1][1]

@@ -48,7 +48,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from memory_core.db.driver_reads import fetch_all
-from memory_core.read.agent_index import agent_literal, database_key
+from memory_core.read.agent_index import database_key
 from memory_core.read.conversations import term_queries
 from memory_core.read.entities import TimeWindow, fact_validity_sql, window_params
 from memory_core.read.planner import fold_words, keyword_haystack, match_forms
@@ -96,14 +96,15 @@ SELECT t.ord, (SELECT count(*) FROM mine m WHERE m.search_vector @@ t.tq) FROM t
 """
 
 # Per keyword, the agent's matches through the GIN index, capped (rare words: few rows anywhere).
-# The agent is a literal ({agent}): this statement runs after a large agent's signal statement,
-# which may have left the read transaction on generic plans (memory_core.read.signals), and only
-# a plan that sees the agent's value can use the agent's own keyword index.
+# The agent is a literal (:agent_literal, written in by fetch_all): this statement runs after a
+# large agent's signal statement, which may have left the read transaction on generic plans
+# (memory_core.read.signals), and only a plan that sees the agent's value can use the agent's
+# own keyword index.
 _INDEX_DF_SQL = """
 SELECT t.ord, (
     SELECT count(*) FROM (
         SELECT 1 FROM memory_facts f
-        WHERE f.agent_id = {agent} AND {validity} AND f.search_vector @@ to_tsquery('arandu_search', t.q)
+        WHERE f.agent_id = :agent_literal AND {validity} AND f.search_vector @@ to_tsquery('arandu_search', t.q)
         LIMIT :cap
     ) AS hit
 ) AS df
@@ -192,9 +193,10 @@ def document_frequencies(
         # keyword index (its predicate names the agent; memory_core.read.agent_index).
         rows = fetch_all(
             session,
-            _INDEX_DF_SQL.format(validity=validity, agent=agent_literal(agent_id)),
+            _INDEX_DF_SQL.format(validity=validity),
             {**params, "term_queries": missing, "cap": DF_CAP},
             prepare=False,
+            inline_agent=agent_id,
         )
         found = {missing[int(row.ord) - 1]: int(row.df) for row in rows}
         for query, value in found.items():

@@ -47,9 +47,9 @@ from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
 from memory_core.config import MemoryConfig
-from memory_core.db.driver_reads import fetch_all, fetch_scalar
+from memory_core.db.driver_reads import AGENT_LITERAL, fetch_all, fetch_scalar
 from memory_core.db.vectors import vector_param
-from memory_core.read.agent_index import agent_indexes, agent_literal, database_key
+from memory_core.read.agent_index import agent_indexes, database_key
 from memory_core.read.entities import TimeWindow, fact_validity_sql, window_params
 from memory_core.read.planner import fold_words
 from memory_core.read.rank import AGGREGATION_KEYWORD_SCORE, Candidate, graph_score, merge_candidates
@@ -279,7 +279,7 @@ _SEM_AGENT_INDEX_CTE = """
 sem_ann AS (
     SELECT f.id, f.embedding_vec <=> CAST(:vec AS vector) AS distance
     FROM memory_facts f
-    WHERE f.agent_id = {agent_literal} AND {fact_filter} AND f.embedding_vec IS NOT NULL
+    WHERE f.agent_id = :agent_literal AND {fact_filter} AND f.embedding_vec IS NOT NULL
     ORDER BY f.embedding_vec <=> CAST(:vec AS vector)
     LIMIT :ann_limit
 ),
@@ -608,9 +608,7 @@ def _statement(request: SignalRequest, strategy: VectorStrategy | None) -> tuple
         params["sem_limit"] = sem_limit
         if strategy == "agent_index":
             params["ann_limit"] = sem_limit * AGENT_INDEX_OVERFETCH
-            ctes.append(
-                _SEM_AGENT_INDEX_CTE.format(fact_filter=fact_filter, agent_literal=agent_literal(request.agent_id))
-            )
+            ctes.append(_SEM_AGENT_INDEX_CTE.format(fact_filter=fact_filter))
         elif one_pass:
             ctes.extend(_exact_scan_ctes(request, fact_filter, params, columns))
         else:
@@ -632,7 +630,7 @@ def _statement(request: SignalRequest, strategy: VectorStrategy | None) -> tuple
                 usable = " AND usable" if _counts_terms(request) else ""
                 pools.append(_KW_SCANNED_POOL.format(usable=usable, matched=matched))
             else:
-                scope = f"f.agent_id = {agent_literal(request.agent_id)} AND " if strategy == "agent_index" else ""
+                scope = f"f.agent_id = {AGENT_LITERAL} AND " if strategy == "agent_index" else ""
                 pools.append(_KW_TEXT_POOL.format(fact_filter=fact_filter, agent_scope=scope, matched=matched))
             # One form per word: the configuration folds accents in the database (db.text_search).
             forms = dict.fromkeys(_folded(word) for word in searched)
@@ -833,10 +831,10 @@ def run_signals(
             if not request.generic_plans_set:
                 plan_generically(session)
             result.generic_plans = True
-            rows = fetch_all(session, sql, params, prepare=True)
+            rows = fetch_all(session, sql, params, prepare=True, inline_agent=request.agent_id)
         elif sql:
             # Planned for this agent every time: the plan depends on its own indexes.
-            rows = fetch_all(session, sql, params, prepare=False)
+            rows = fetch_all(session, sql, params, prepare=False, inline_agent=request.agent_id)
         result.term_counts = _term_counts(rows, request)
     # `wanted` is the statement's :sem_limit: fewer semantic rows means the ANN scan came back short.
     if strategy == "agent_index" and sum(1 for row in rows if row.in_sem) < wanted:
@@ -929,11 +927,9 @@ def _semantic_work(
         # ef_search (and, when generic, plan_cache_mode) was set as the side transaction opened
         # (SideSubmit): no round trip here.
         if not generic:
-            return fetch_all(side_session, sem_sql, sem_params, prepare=False)
-        sem_sql, sem_params = _with_literal_limits(
-            _AGENT_PARAMETER.sub(agent_literal(request.agent_id), sem_sql), sem_params
-        )
-        return fetch_all(side_session, sem_sql, sem_params, prepare=True)
+            return fetch_all(side_session, sem_sql, sem_params, prepare=False, inline_agent=request.agent_id)
+        sem_sql, sem_params = _with_literal_limits(_AGENT_PARAMETER.sub(AGENT_LITERAL, sem_sql), sem_params)
+        return fetch_all(side_session, sem_sql, sem_params, prepare=True, inline_agent=request.agent_id)
 
     return semantic_rows
 
@@ -983,10 +979,14 @@ def _side_by_side_rows(
             # The agent as a literal throughout: a generic plan can then prove its own indexes'
             # predicates and knows how many rows it has (its b-tree range would be ANDed with its
             # keyword index otherwise: 23 ms for the benchmark's 100,000-fact agent).
-            rest_sql = _AGENT_PARAMETER.sub(agent_literal(request.agent_id), rest_sql)
+            rest_sql = _AGENT_PARAMETER.sub(AGENT_LITERAL, rest_sql)
             plan_generically(session)
         # Prepared at once with its generic plan, or planned for its parameters every time.
-        rest_rows = fetch_all(session, rest_sql, rest_params, prepare=generic) if rest_sql else []
+        rest_rows = (
+            fetch_all(session, rest_sql, rest_params, prepare=generic, inline_agent=request.agent_id)
+            if rest_sql
+            else []
+        )
     finally:
         # Waited for even when the main statement failed: the side read must not outlive the request.
         semantic_rows = future.result()

@@ -1,4 +1,4 @@
-"""Command line of the benchmarks: ``python -m ops.bench ingest|retrieve|locomo [--quick] [--keep-home]``."""
+"""Command line of the benchmarks: ``python -m ops.bench ingest|retrieve|locomo|maintenance|stall [--quick]``."""
 
 from __future__ import annotations
 
@@ -111,6 +111,16 @@ def main(argv: list[str] | None = None) -> int:
     maintenance.add_argument(
         "--no-record", action="store_true", help="print the figures without appending to RESULTS.md"
     )
+    stall = sub.add_parser(
+        "stall",
+        help="p95 of normal retrieves alone and beside 6 clients sending maximal queries (one client must not stall)",
+        description="Stall benchmark of the real stack; appends its figures to ops/bench/RESULTS.md.",
+    )
+    stall.add_argument("--quick", action="store_true", help="fewer messages and retrieves (smoke run)")
+    stall.add_argument(
+        "--keep-home", action="store_true", help="keep the temporary ARANDU_HOME (logs, database) for diagnosis"
+    )
+    stall.add_argument("--no-record", action="store_true", help="print the figures without appending to RESULTS.md")
     args = parser.parse_args(argv)
     raw_args = list(sys.argv[1:] if argv is None else argv)
 
@@ -157,6 +167,12 @@ def main(argv: list[str] | None = None) -> int:
         from ops.bench.maintenance import run_maintenance_benchmark
 
         return run_maintenance_benchmark(
+            quick=args.quick, keep_home=args.keep_home, record=not args.no_record, argv=raw_args[1:]
+        )
+    if args.benchmark == "stall":
+        from ops.bench.stall import run_stall_benchmark
+
+        return run_stall_benchmark(
             quick=args.quick, keep_home=args.keep_home, record=not args.no_record, argv=raw_args[1:]
         )
     return 2  # pragma: no cover - argparse refuses unknown benchmarks

@@ -34,6 +34,8 @@ class LoadOutcome:
 
     latencies: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    # The status of each answered request, in the order of ``latencies``.
+    statuses: list[int] = field(default_factory=list)
 
 
 class _Connection(asyncio.Protocol):
@@ -98,13 +100,15 @@ async def send_all(
     method: str = "POST",
     expect: int = 202,
     rate: float | None = None,
+    stop: asyncio.Event | None = None,
 ) -> LoadOutcome:
     """Send every ``(path, body)`` over ``concurrency`` keep-alive connections; latencies and errors.
 
     Closed loop by default (each connection sends its next request once answered). With
     ``rate`` (requests per second) request *i* is due at ``i / rate`` seconds from the start
     whatever the answers before it, and its latency counts from then. An answer whose status
-    is not ``expect`` is an error (with the start of its body).
+    is not ``expect`` is an error (with the start of its body). With ``stop``, no request is
+    sent once it is set (a background load that lasts as long as another one).
     """
     host, port = base_url.removeprefix("http://").rstrip("/").rsplit(":", 1)
     head = "".join(f"{name}: {value}\r\n" for name, value in {"Host": f"{host}:{port}", **headers}.items())
@@ -120,6 +124,8 @@ async def send_all(
     async def connection() -> None:
         current: _Connection | None = None
         for index, request in queue:
+            if stop is not None and stop.is_set():
+                break
             started = time.perf_counter()
             if rate is not None:
                 due = origin + index / rate
@@ -137,6 +143,7 @@ async def send_all(
                 current = None
                 continue
             outcome.latencies.append(time.perf_counter() - started)
+            outcome.statuses.append(status)
             if status != expect:
                 outcome.errors.append(f"{status}: {body[:200].decode(errors='replace')}")
             if closing:

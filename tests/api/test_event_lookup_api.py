@@ -89,3 +89,69 @@ def test_lookup_needs_a_key(stack: tuple[httpx.Client, str]) -> None:
     url = str(http.base_url.join("/v1/agents/lk-agent/events/lookup"))
     response = httpx.post(url, json={"message_ids": ["a"]}, timeout=30)
     assert response.status_code == 401
+
+
+def test_a_status_filter_longer_than_the_statuses_is_422_naming_the_field(stack: tuple[httpx.Client, str]) -> None:
+    http, _ = stack
+    agent = f"lk-{uuid.uuid4().hex[:8]}"
+    _send(http, agent, "m-1")
+
+    # 100,000 bound parameters were a 500 (the driver's limit is 65,535).
+    response = http.post(
+        f"/v1/agents/{agent}/events/lookup", json={"message_ids": ["m-1"], "status": ["failed"] * 100_000}
+    )
+
+    assert response.status_code == 422, response.text
+    assert [item["field"] for item in response.json()["detail"]] == ["body.status"]
+    every = ["received", "extracted", "resolved", "reconciled", "done", "failed"]
+    fine = http.post(f"/v1/agents/{agent}/events/lookup", json={"message_ids": ["m-1"], "status": every})
+    assert fine.status_code == 200, fine.text
+    assert [item["message_id"] for item in fine.json()["events"]] == ["m-1"]
+
+
+DATABASE_ERROR = (
+    'IntegrityError: (psycopg.errors.UniqueViolation) duplicate key value violates unique constraint "uq"\n'
+    "DETAIL:  Key (agent_id, message_id)=(secret-agent, secret-message) already exists.\n"
+    "[SQL: INSERT INTO memory_facts (agent_id, fact_text) VALUES (%(agent_id)s, %(fact_text)s)]\n"
+    "[parameters: {'agent_id': 'secret-agent', 'fact_text': 'my card number is 4111 1111 1111 1111'}]\n"
+    "(Background on this error at: https://sqlalche.me/e/20/gkpj)"
+)
+
+
+@pytest.mark.parametrize(
+    ("stored", "shown"),
+    [
+        (DATABASE_ERROR, "IntegrityError: a database error"),
+        (
+            "ProviderRequestError: the model refused the request\n" + "x" * 3_900,
+            "ProviderRequestError: the model refused",
+        ),
+    ],
+)
+def test_clients_see_a_run_errors_class_and_a_short_message_operators_the_full_text(
+    stack: tuple[httpx.Client, str], stored: str, shown: str
+) -> None:
+    http, database_url = stack
+    agent = f"lk-{uuid.uuid4().hex[:8]}"
+    event_id = _send(http, agent, "m-err")
+    engine = create_engine(database_url)
+    with engine.begin() as conn:
+        conn.execute(
+            text("UPDATE pipeline_runs SET status = 'failed', stage = 'upsert', error = :e WHERE event_id = :id"),
+            {"id": event_id, "e": stored},
+        )
+
+    looked_up = http.post(f"/v1/agents/{agent}/events/lookup", json={"message_ids": ["m-err"]}).json()["events"][0]
+    event = http.get(f"/v1/agents/{agent}/events/{event_id}").json()
+
+    for error in (looked_up["error"], event["error"]):
+        assert error.startswith(shown), error
+        assert len(error) <= 200, error
+        assert "\n" not in error
+        for secret in ("[SQL", "parameters", "secret", "4111", "INSERT"):
+            assert secret not in error, error
+    # The full text stays where operators read it.
+    with engine.connect() as conn:
+        kept = conn.execute(text("SELECT error FROM pipeline_runs WHERE event_id = :id"), {"id": event_id}).scalar()
+    engine.dispose()
+    assert kept == stored

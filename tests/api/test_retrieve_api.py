@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
@@ -282,7 +283,28 @@ def test_malformed_json_other_types_and_oversized_queries(client: httpx.Client, 
     url = f"/v1/agents/{marina.agent_id}/retrieve"
     assert_error(client.post(url, content=b'{"query": ', headers={"Content-Type": "application/json"}), 422)
     assert_error(client.post(url, content=b"query=x", headers={"Content-Type": "text/plain"}), 415)
-    assert_error(client.post(url, json={"query": "x" * 300_000}), 413, "body.query")
+    assert_error(client.post(url, json={"query": "x" * 300_000}), 422, "body.query")
+
+
+def _short_words(size: int) -> str:
+    words = (f"w{index % 97}" for index in range(size))
+    return " ".join(words)[:size].rstrip()
+
+
+def test_a_query_has_a_cap_of_its_own_named_in_the_422(client: httpx.Client, marina: Memory) -> None:
+    # A 256 KiB query (the message cap) of short words took 14.9 s of the API's CPU: queries are
+    # questions, and their cap is ARANDU_MAX_QUERY_BYTES (4 KiB by default).
+    url = f"/v1/agents/{marina.agent_id}/retrieve"
+    body = assert_error(client.post(url, json={"query": "Where does Marina live? " + "a" * 4_096}), 422, "body.query")
+    assert "4096 bytes" in body["detail"][0]["message"]
+    assert_error(client.post(url, json={"query": "é" * 2_049}), 422, "body.query")  # 4,098 bytes in UTF-8
+
+    # At the cap, of short words (the most grams per byte): answered, and the entity still found.
+    query = ("Where does Marina live? " + _short_words(4_096))[:4_096]
+    started = time.monotonic()
+    result = retrieve(client, marina.agent_id, query)
+    assert time.monotonic() - started < 10
+    assert any("Porto" in text for text in texts(result))
 
 
 def test_retrieve_needs_a_key_and_a_good_agent_id(client: httpx.Client, marina: Memory) -> None:

@@ -102,6 +102,7 @@ def test_production_refuses_to_start_without_api_keys_and_flower_password(monkey
     with pytest.raises(SettingsError, match="ARANDU_FLOWER_PASSWORD"):
         load_settings()
     monkeypatch.setenv("ARANDU_FLOWER_PASSWORD", "s3cret")
+    monkeypatch.setenv("ARANDU_DATABASE_URL", "postgresql+psycopg://arandu:Xk2-9fq_Lw@db:5432/arandu")
     assert load_settings().env.value == "production"
 
 
@@ -120,3 +121,36 @@ def test_chunks_are_long_with_the_offline_rules_short_with_an_llm_unless_set(mon
     monkeypatch.setenv("ARANDU_PIPELINE_CHUNK_SIZE", "0")
     with pytest.raises(SettingsError, match="ARANDU_PIPELINE_CHUNK_SIZE"):
         load_settings()
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql+psycopg://postgres@localhost:5432/arandu",  # the built-in default: no password
+        "postgresql+psycopg://arandu:@postgres:5432/arandu",  # compose's blank POSTGRES_PASSWORD
+        "postgresql+psycopg://arandu:arandu@postgres:5432/arandu",  # compose's old silent fallback
+        "postgresql://postgres:postgres@db.example.com/arandu",
+    ],
+)
+def test_production_refuses_an_empty_or_default_database_password(monkeypatch: pytest.MonkeyPatch, url: str) -> None:
+    monkeypatch.setenv("ARANDU_ENV", "production")
+    monkeypatch.setenv("ARANDU_API_KEYS", "k1")
+    monkeypatch.setenv("ARANDU_FLOWER_PASSWORD", "s3cret")
+    monkeypatch.setenv("ARANDU_DATABASE_URL", url)
+    with pytest.raises(SettingsError, match=r"ARANDU_DATABASE_URL.*password"):
+        load_settings()
+    # Development keeps working with the defaults.
+    monkeypatch.setenv("ARANDU_ENV", "dev")
+    assert load_settings().database_url == url
+
+
+def test_production_accepts_a_database_password_of_its_own_or_a_unix_socket(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ARANDU_ENV", "production")
+    monkeypatch.setenv("ARANDU_API_KEYS", "k1")
+    monkeypatch.setenv("ARANDU_FLOWER_PASSWORD", "s3cret")
+    for url in (
+        "postgresql+psycopg://arandu:Xk2-9fq_Lw@postgres:5432/arandu",
+        "postgresql+psycopg://arandu@/arandu?host=/var/run/postgresql",  # peer authentication, no password
+    ):
+        monkeypatch.setenv("ARANDU_DATABASE_URL", url)
+        assert load_settings().database_url == url

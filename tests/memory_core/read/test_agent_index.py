@@ -23,6 +23,7 @@ from sqlalchemy import event, text
 from sqlalchemy.exc import DBAPIError
 
 from memory_core.config import MemoryConfig
+from memory_core.db.driver_reads import AGENT_LITERAL, quoted_literal
 from memory_core.db.migrate import upgrade
 from memory_core.read import agent_index as agent_index_module
 from memory_core.read import pipeline as pipeline_module
@@ -31,7 +32,6 @@ from memory_core.read.agent_index import (
     BuildOutcome,
     agent_index_name,
     agent_indexes,
-    agent_literal,
     agent_text_index_name,
     agents_needing_index,
     build_agent_index,
@@ -248,6 +248,7 @@ def test_the_planner_uses_the_agent_index_for_the_semantic_signal(table: Table) 
         from memory_core.read.signals import _statement
 
         sql, params = _statement(request, "agent_index")
+        sql = sql.replace(AGENT_LITERAL, quoted_literal(BIG))  # as fetch_all writes it in
         session.execute(text("SET LOCAL hnsw.ef_search = 200"))
         for _ in range(7):
             statements.append("\n".join(str(row[0]) for row in session.execute(text("EXPLAIN " + sql), params).all()))
@@ -419,6 +420,7 @@ def test_the_keyword_signal_reads_the_agents_own_keyword_index(table: Table) -> 
         from memory_core.read.signals import _statement
 
         sql, params = _statement(request, "agent_index")
+        sql = sql.replace(AGENT_LITERAL, quoted_literal(BIG))  # as fetch_all writes it in
         session.execute(text("SET LOCAL hnsw.ef_search = 200"))
         plan = "\n".join(str(row[0]) for row in session.execute(text("EXPLAIN " + sql), params).all())
     assert agent_text_index_name(BIG) in plan, plan
@@ -767,7 +769,7 @@ def test_a_large_agents_keyword_counts_use_its_own_index_under_a_generic_plan(ta
     from memory_core.read.keywords import _INDEX_DF_SQL
 
     build_agent_index(table.ctx.engine, BIG)
-    statement = _INDEX_DF_SQL.format(validity=fact_validity_sql("f", None), agent=agent_literal(BIG))
+    statement = _INDEX_DF_SQL.format(validity=fact_validity_sql("f", None)).replace(AGENT_LITERAL, quoted_literal(BIG))
     prepared = statement.replace(":term_queries", "$1").replace(":cap", "$2")
     assert ":" not in prepared.replace("::", ""), prepared
     with table.ctx.engine.connect() as connection:

@@ -145,3 +145,11 @@ def test_expansion_primes_one_hop_neighbours_over_active_edges(read_ctx: ReadCon
     ]
     assert "carolina" in expanded.expanded_terms
     assert past.primed_entities == expanded.primed_entities
+
+
+def test_the_gram_work_is_bounded_by_the_number_of_tokens_whatever_the_query_length() -> None:
+    # 256 KiB of short words made 311k grams, each looked up among the agent's names (issue 46).
+    padding = " ".join(f"w{index % 997}" for index in range(60_000))
+    grams = query_grams("Onde mora a Ana Clara? " + padding)
+    assert len(grams) <= 3 * 64 * 6
+    assert {"ana clara", "ana"} <= {gram.text for gram in grams}  # names early in the query are still found
