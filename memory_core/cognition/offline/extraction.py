@@ -1185,7 +1185,8 @@ def _introduction(sentence: str, greeted: bool, registry: _Registry) -> tuple[st
     match = _INTRODUCTION.match(sentence)
     if match is None:
         return None
-    position, words = match.end(), []
+    position = match.end()
+    words: list[str] = []
     while len(words) < _MAX_NAME_WORDS:
         word = _NAME_WORD.match(sentence, position)
         if word is None or not word.group()[:1].isupper():
