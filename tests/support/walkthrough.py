@@ -1,7 +1,8 @@
 """The README's walk-through as data: its command blocks, their expected output, and how to run them.
 
-A step is a fenced block whose info string is ``bash walkthrough`` (GitHub highlights it as bash
-and ignores the rest); the ``text`` block right after it, if any, is what it prints. Steps run in
+A step is a fenced block whose info string is ``bash walkthrough`` or ``python walkthrough``
+(GitHub highlights the language and ignores the rest; Python runs with the shell's ``python``);
+the ``text`` block right after it, if any, is what it prints. Steps run in
 order, each in a fresh ``bash`` that starts from the variables the earlier steps exported, as in
 one terminal. ``until-output-matches`` marks a read-only step whose answer depends on background
 work (a message still being processed): it is run again until its output matches, for a while.
@@ -24,6 +25,7 @@ _FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```\s*$", re.MULTILINE | re.DOTALL)
 _RULE_CHARS = "─━│┃┄┅┆┇┈┉┊┋┌┍┎┏┐┑┒┓└┕┖┗┘┙┚┛├┝┞┟┠┡┢┣┤┥┦┧┨┩┪┫┬┭┮┯┰┱┲┳┴┵┶┷┸┹┺┻┼┽┾┿╀╁╂╃╄╅╆╇╈╉╊╋"
 _RULE_RUN = re.compile(f"([{_RULE_CHARS}])\\1+")
 ANY_LINES = "..."
+_PYTHON_END = "ARANDU_README_PYTHON"
 
 
 @dataclass(frozen=True)
@@ -41,11 +43,13 @@ def parse_steps(readme: Path) -> list[Step]:
     blocks = [(match.group(1).split(), match.group(2)) for match in _FENCE.finditer(readme.read_text("utf-8"))]
     steps: list[Step] = []
     for index, (info, body) in enumerate(blocks):
-        if info[:2] != ["bash", "walkthrough"]:
+        if info[1:2] != ["walkthrough"] or info[0] not in ("bash", "python"):
             continue
+        # A Python block runs as a reader would run it: with the project's Python, in the same shell.
+        script = f"python - <<'{_PYTHON_END}'\n{body}{_PYTHON_END}\n" if info[0] == "python" else body
         following = blocks[index + 1] if index + 1 < len(blocks) else None
         expected = following[1] if following is not None and following[0][:1] == ["text"] else None
-        steps.append(Step(len(steps) + 1, body, expected, "until-output-matches" in info))
+        steps.append(Step(len(steps) + 1, script, expected, "until-output-matches" in info))
     return steps
 
 
