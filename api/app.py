@@ -15,6 +15,7 @@ from sqlalchemy import text
 from starlette.concurrency import run_in_threadpool
 
 from api.dependencies import build_state, install_request_schemas
+from api.docs_assets import install_docs
 from api.errors import install_error_handlers
 from api.metrics import build_metrics_registry
 from api.routes import event_lookup, events, imports, jobs, memory, messages, retrieve
@@ -49,11 +50,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         summary="Long-term memory service for AI agents.",
         version="0.1.0",
         lifespan=lifespan,
+        docs_url=None,  # served by install_docs from local assets, not a CDN
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.engine = engine
     app.state.api = state
     install_error_handlers(app)
+    install_docs(app)
     app.include_router(messages.router)
     app.include_router(imports.router)
     app.include_router(events.router)

@@ -5,6 +5,11 @@ nothing is created or migrated here), the broker (``workers.health``), the worke
 ``inspect`` broadcast: which worker consumes which queue), Beat (its heartbeat in the broker,
 see ``workers.beat_heartbeat``), Flower (``/healthcheck`` and an authenticated API call) and
 the API (``/readyz``). A part that depends on a broken one is reported as skipped.
+
+When the settings came from ``./ops/dev``'s record (:mod:`arandu_cli.dev_stack`), the first check
+is that stack itself, and the advice speaks of it (its logs, restarting it) rather than of
+servers to install. A broker that answers is also asked whether it is this service's: a Redis that
+no arandu worker or Beat ever used is some other program's, whatever it answers.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from typing import Any, Literal
 import httpx
 from sqlalchemy import Engine, text
 
+from arandu_cli.dev_stack import DevStackRecord
 from memory_core.db.engine import create_db_engine
 from memory_core.db.migrate import current_revision, head_revision
 from memory_core.db.server_support import read_server_support
@@ -57,7 +63,20 @@ def _short(error: BaseException) -> str:
 # ---- Database ----------------------------------------------------------------------------
 
 
-def check_database(settings: Settings) -> list[Check]:
+def check_dev_stack(record: DevStackRecord) -> Check:
+    """The ``./ops/dev`` process whose record gave the settings still runs."""
+    if record.running:
+        return Check("dev stack", "ok", f"{record.describe()}: settings from {record.path.name}")
+    return Check(
+        "dev stack",
+        "failed",
+        f"{record.describe()} is not running (its database and broker stopped with it)",
+        "start it again: ./ops/dev (the data is kept), or set ARANDU_DATABASE_URL / ARANDU_BROKER_URL "
+        "to servers of your own",
+    )
+
+
+def check_database(settings: Settings, stack: DevStackRecord | None = None) -> list[Check]:
     """Reachable, the server's version and extensions supported, migrations at head, dimension as configured."""
     engine = create_db_engine(settings, pool_size=1)
     where = _where(engine)
@@ -68,10 +87,7 @@ def check_database(settings: Settings) -> list[Check]:
         except Exception as error:
             return [
                 Check(
-                    "database",
-                    "failed",
-                    f"cannot connect to {where}: {_short(error)}",
-                    "start PostgreSQL, or set ARANDU_DATABASE_URL to the right server",
+                    "database", "failed", f"cannot connect to {where}: {_short(error)}", _database_fix(settings, stack)
                 ),
                 *(
                     Check(name, "skipped", "database unreachable")
@@ -88,6 +104,17 @@ def check_database(settings: Settings) -> list[Check]:
         return checks
     finally:
         engine.dispose()
+
+
+def _database_fix(settings: Settings, stack: DevStackRecord | None) -> str:
+    if stack is not None:
+        return (
+            f"the database of {stack.describe()} does not answer: see {stack.path.parent / 'logs'}/, restart ./ops/dev"
+        )
+    return (
+        f"start PostgreSQL there, or run ./ops/dev (nothing recorded under {settings.home}), "
+        "or set ARANDU_DATABASE_URL to the right server"
+    )
 
 
 def _schema_checks(engine: Engine, settings: Settings, where: str) -> list[Check]:
@@ -136,21 +163,36 @@ def _schema_checks(engine: Engine, settings: Settings, where: str) -> list[Check
 # ---- Broker, workers, Beat -----------------------------------------------------------------
 
 
-def check_broker(settings: Settings) -> Check:
-    """The broker accepts a connection and answers a round trip."""
+def check_broker(settings: Settings, stack: DevStackRecord | None = None) -> Check:
+    """The broker answers a round trip and is this service's (its workers or Beat have used it)."""
     from workers.health import check_broker as ping_broker
+    from workers.health import service_traces
 
     where = _broker_label(settings.broker_url)
     try:
         ping_broker(settings, timeout_s=3.0)
+        traces = service_traces(settings)
     except Exception as error:
+        if stack is not None:
+            logs = stack.path.parent / "logs"
+            fix = f"the broker of {stack.describe()} does not answer: see {logs}/, restart ./ops/dev"
+        else:
+            fix = (
+                f"start Redis (or RabbitMQ), or run ./ops/dev (nothing recorded under {settings.home}), "
+                "or set ARANDU_BROKER_URL to the right server"
+            )
+        return Check("broker", "failed", f"cannot reach {where}: {_short(error)}", fix)
+    if traces is None:
+        return Check("broker", "ok", f"answers at {where}")
+    if not traces:
         return Check(
             "broker",
             "failed",
-            f"cannot reach {where}: {_short(error)}",
-            "start Redis (or RabbitMQ), or set ARANDU_BROKER_URL to the right server",
+            f"something answers at {where}, but no arandu worker or Beat ever used it: not this service's broker",
+            "set ARANDU_BROKER_URL to the service's broker (./ops/dev prints it; run arandu from the same "
+            "checkout or with the same ARANDU_HOME), or start the service's workers against this one",
         )
-    return Check("broker", "ok", f"answers at {where}")
+    return Check("broker", "ok", f"answers at {where} ({', '.join(traces)})")
 
 
 def _broker_label(url: str) -> str:
@@ -159,7 +201,7 @@ def _broker_label(url: str) -> str:
     return f"{scheme}://{rest.rpartition('@')[2]}"
 
 
-def check_workers(settings: Settings, timeout_s: float = 3.0) -> list[Check]:
+def check_workers(settings: Settings, timeout_s: float = 3.0, stack: DevStackRecord | None = None) -> list[Check]:
     """A live worker on each queue: the workers that answer an ``inspect`` broadcast and what they consume."""
     from workers.celery_app import create_celery_app
 
@@ -189,10 +231,20 @@ def check_workers(settings: Settings, timeout_s: float = 3.0) -> list[Check]:
                     f"worker {queue}",
                     "failed",
                     f"no worker consumes the {queue} queue (none answered in {timeout_s:g} s)",
-                    f"start one: python -m workers worker --queue {queue}",
+                    _worker_fix(queue, stack),
                 )
             )
     return checks
+
+
+def _worker_fix(queue: str, stack: DevStackRecord | None) -> str:
+    if stack is None:
+        return f"start one: python -m workers worker --queue {queue}"
+    # ./ops/dev stops the whole stack when a child exits, so a silent worker is stopped or hung.
+    return (
+        f"the worker-{queue} process of ./ops/dev does not answer (stopped or hung): see "
+        f"{stack.path.parent / 'logs' / f'worker-{queue}.log'}, then restart ./ops/dev"
+    )
 
 
 def check_beat(settings: Settings, now: float | None = None) -> Check:
@@ -273,17 +325,35 @@ def check_api(url: str, api_key: str | None) -> Check:
     return Check("api", "ok", f"ready at {url}")
 
 
-def run_checks(settings: Settings, api_url: str, api_key: str | None, flower: str | None = None) -> list[Check]:
-    """Every check, in dependency order; a part behind a broken one is skipped, not blamed."""
-    checks = check_database(settings)
-    broker = check_broker(settings)
+def run_checks(
+    settings: Settings,
+    api_url: str,
+    api_key: str | None,
+    flower: str | None = None,
+    stack: DevStackRecord | None = None,
+) -> list[Check]:
+    """Every check, in dependency order; a part behind a broken one is skipped, not blamed.
+
+    ``stack``: the ``./ops/dev`` record the settings came from. When that stack is not running,
+    every part is skipped behind it: they all stopped with it.
+    """
+    checks: list[Check] = []
+    if stack is not None:
+        checks.append(check_dev_stack(stack))
+        if checks[0].state != "ok":
+            names = ["database", "pgvector", "migrations", "embedding dimension", "broker"]
+            names += [f"worker {queue}" for queue in QUEUES] + ["beat", "flower", "api"]
+            return checks + [Check(name, "skipped", "./ops/dev is not running") for name in names]
+    checks.extend(check_database(settings, stack))
+    broker = check_broker(settings, stack)
     checks.append(broker)
     if broker.state == "ok":
-        checks.extend(check_workers(settings))
+        checks.extend(check_workers(settings, stack=stack))
         checks.append(check_beat(settings))
     else:
-        checks.extend(Check(f"worker {queue}", "skipped", "broker unreachable") for queue in QUEUES)
-        checks.append(Check("beat", "skipped", "broker unreachable"))
+        reason = "broker unreachable" if broker.detail.startswith("cannot reach") else "not the service's broker"
+        checks.extend(Check(f"worker {queue}", "skipped", reason) for queue in QUEUES)
+        checks.append(Check("beat", "skipped", reason))
     steps: list[Callable[[], Check]] = [lambda: check_flower(settings, flower), lambda: check_api(api_url, api_key)]
     checks.extend(step() for step in steps)
     return checks

@@ -9,7 +9,7 @@ import typer
 from arandu_cli.doctor_checks import run_checks
 from arandu_cli.exit_codes import ExitCode
 from arandu_cli.output import console, emit_json, table
-from arandu_cli.target import Target, load_cli_settings
+from arandu_cli.target import Target, load_cli_settings_and_stack
 
 _MARKS = {"ok": "ok", "failed": "FAILED", "skipped": "skipped", "unknown": "unknown"}
 
@@ -28,9 +28,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Check the database, broker, workers of each queue, Beat, Flower and the API (exit 1 if any fails)."""
         target: Target = ctx.obj
-        settings = load_cli_settings()
+        settings, stack = load_cli_settings_and_stack()
         url, key = target.resolved()
-        checks = run_checks(settings, url, key, flower_url)
+        checks = run_checks(settings, url, key, flower_url, stack)
         healthy = all(check.ok for check in checks)
         if as_json:
             emit_json(

@@ -6,8 +6,10 @@ from typing import Annotated, Any
 
 import typer
 
-from arandu_cli.output import console, emit_json, table, when
+from arandu_cli.exit_codes import ExitCode
+from arandu_cli.output import console, emit_json, fail, table, when
 from arandu_cli.target import connected
+from arandu_client import ConflictError
 
 events = typer.Typer(help="A message's processing: show it, retry it.", no_args_is_help=True)
 
@@ -55,7 +57,17 @@ def retry(
 ) -> None:
     """Run a failed event's pipeline again (exit 6 when it is not failed)."""
     with connected(ctx.obj) as client:
-        accepted = client.retry_event(event_id, from_scratch=from_scratch)
+        try:
+            accepted = client.retry_event(event_id, from_scratch=from_scratch)
+        except ConflictError:
+            # The API's hint speaks of its JSON body; on the command line the same thing is a flag.
+            if from_scratch or client.event(event_id).status != "done":
+                raise
+            fail(
+                f"event {event_id} is done, not failed: only a failed event is retried; to re-process it "
+                f"from the event log: arandu events retry {event_id} --from-scratch"
+            )
+            raise typer.Exit(ExitCode.CONFLICT) from None
     if as_json:
         emit_json(accepted)
         return

@@ -3,7 +3,8 @@
 The defaults come from the same settings as the service, so on the machine that runs it
 ``arandu`` needs no options: ``ARANDU_URL`` else ``http://ARANDU_API_HOST:ARANDU_API_PORT``;
 ``ARANDU_API_KEY`` else the first of ``ARANDU_API_KEYS``, else the key ``./ops/dev`` generated
-into ``$ARANDU_HOME/dev-api-key``.
+into ``$ARANDU_HOME/dev-api-key``. The host and port of a running ``./ops/dev`` come from its
+record (:mod:`arandu_cli.dev_stack`) when the environment does not give them.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 
 import typer
 
+from arandu_cli.dev_stack import DevStackRecord, overrides_from, read_record
 from arandu_cli.exit_codes import ExitCode
 from arandu_cli.output import fail
 from arandu_client import (
@@ -57,9 +59,24 @@ class Target:
 
 
 def load_cli_settings() -> Settings:
-    """The service's settings from the environment; a bad variable exits 2 naming it."""
+    """The service's settings from the environment, completed by ``./ops/dev``'s record; a bad variable exits 2."""
+    return load_cli_settings_and_stack()[0]
+
+
+def load_cli_settings_and_stack() -> tuple[Settings, DevStackRecord | None]:
+    """The settings, and the ``./ops/dev`` record they were completed from (None: none was used).
+
+    What the environment does not set comes from ``$ARANDU_HOME/dev-stack.json`` when ``./ops/dev``
+    wrote one there, so every command finds the stack it runs (its database, broker and ports),
+    not the defaults on localhost.
+    """
     try:
-        return load_settings()
+        settings = load_settings()
+        record = read_record(settings.home)
+        overrides = overrides_from(record) if record is not None else {}
+        if record is None or not overrides:
+            return settings, None
+        return load_settings(**overrides), record
     except SettingsError as error:
         fail(str(error))
         raise typer.Exit(ExitCode.USAGE) from None

@@ -286,6 +286,16 @@ class MemoryConfig(BaseModel):
             "within topk_events; False lists the matched messages only; name ours."
         ),
     )
+    event_reply_max_gap_s: int = Field(
+        21_600,
+        ge=0,
+        le=31_536_000,
+        description=(
+            "Longest time, in seconds, between a message and the next one of its session for the latter to be "
+            "shown as its reply (6 h): a message said much later, by another import or another day's talk, "
+            "answers something else; 0 pairs only messages stamped at the same instant; name ours."
+        ),
+    )
     min_similarity: Ratio = Field(0.20, description="Minimum cosine similarity of semantic candidates.")
     min_confidence: Ratio = Field(
         0.55,

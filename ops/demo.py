@@ -31,7 +31,8 @@ def run_demo(base_url: str, api_key: str) -> None:
     start = datetime.now(UTC) - timedelta(days=30)
     with httpx.Client(base_url=base_url, headers=headers, timeout=10.0) as client:
         print(f"demo: sending {len(CONVERSATION)} messages to agent '{SAMPLE_AGENT}'")
-        event_ids = []
+        event_ids: list[str] = []
+        known: set[str] = set()
         for number, (speaker, message) in enumerate(CONVERSATION):
             response = client.post(
                 f"/v1/agents/{SAMPLE_AGENT}/messages",
@@ -43,11 +44,20 @@ def run_demo(base_url: str, api_key: str) -> None:
                 },
             )
             response.raise_for_status()
-            event_ids.append(response.json()["event_id"])
-            print(f"  {speaker}: {message}  -> {response.status_code} event {event_ids[-1]}")
+            answer = response.json()
+            event_ids.append(answer["event_id"])
+            if answer.get("duplicate"):
+                # A restart sends the same message ids again: the service answers 200 and does nothing.
+                known.add(answer["event_id"])
+                print(f"  {speaker}: {message}  -> {response.status_code} already known (event {event_ids[-1]})")
+            else:
+                print(f"  {speaker}: {message}  -> {response.status_code} event {event_ids[-1]}")
         for event in _wait_done(client, event_ids):
             result = event.get("result") or {}
             status = event.get("status")
+            if event["event_id"] in known:
+                print(f"  event {event['event_id']}: already known from an earlier run ({status}), nothing new")
+                continue
             print(f"  event {event['event_id']}: {status}")
             for label, key in (
                 ("added", "facts_added"),

@@ -23,6 +23,7 @@ from typing import IO
 
 import httpx
 
+from arandu_cli.dev_stack import write_record
 from memory_core.db.migrate import DatabaseSchemaError, upgrade
 from memory_core.settings import Settings, SettingsError, load_settings
 from ops.embedded import EmbeddedStack
@@ -273,6 +274,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         print(f"starting arandu under {stack.home}")
         run_settings = stack.prepare_environment()
+        # So that `arandu doctor` / `arandu db` in another shell find this stack, not localhost's defaults.
+        write_record(run_settings)
         upgrade(run_settings)
         stack.start_processes(run_settings)
         ready_s = stack.wait_ready(run_settings)

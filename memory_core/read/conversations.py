@@ -36,7 +36,8 @@ problem, and a bounded cost whatever the agent's history. "Latest" is in listing
 in the turn that *replies to* the one the query matches ("what did you research?" - "adoption
 agencies"). So each chosen message brings the next message of its session (next in
 ``occurred_at, seq`` order, inside the ``as_of`` window) when another speaker said it and it is
-not chosen already. The same statement finds it, one LATERAL index lookup per candidate on
+not chosen already, and was said at most ``event_reply_max_gap_s`` (6 h) later. The same statement
+finds it, one LATERAL index lookup per candidate on
 ``ix_memory_events_agent_session_order``. A reply scores a share of its parent's score
 (:func:`reply_factor`: 0.99 when the parent asks a question, whose reply is likely its answer;
 0.85 after a statement, whose reply is more often a reaction), or its own score when it was a
@@ -252,7 +253,7 @@ def relevant_conversations(
     if not replies:
         return [_event(row.id, row, score, limit) for score, row in chosen]
     own_scores = {str(row.id): score for score, row in scored}
-    return _with_replies(chosen, own_scores, config.topk_events, limit)
+    return _with_replies(chosen, own_scores, config.topk_events, limit, config.event_reply_max_gap_s)
 
 
 def _event(
@@ -279,13 +280,16 @@ def reply_factor(parent_text: str) -> float:
     return REPLY_TO_QUESTION_FACTOR if asks else REPLY_TO_STATEMENT_FACTOR
 
 
-def _reply_of(row: Any) -> str | None:
+def _reply_of(row: Any, max_gap_s: int) -> str | None:
     """The id of the reply ``row`` found, or None when there is none worth showing.
 
     A reply is another speaker's message (a speaker going on is not an answer to themself), with
-    text, in a known order after its parent.
+    text, in a known order after its parent, said at most ``max_gap_s`` after it: the next message
+    of a session can come from another import or another day, and then it answers something else.
     """
     if row.reply_id is None or not row.reply_ordered or not str(row.reply_text or "").strip():
+        return None
+    if (row.reply_occurred_at - row.occurred_at).total_seconds() > max_gap_s:
         return None
     if str(row.reply_speaker).strip().casefold() == str(row.speaker).strip().casefold():
         return None
@@ -293,7 +297,7 @@ def _reply_of(row: Any) -> str | None:
 
 
 def _with_replies(
-    chosen: Sequence[tuple[float, Any]], own_scores: Mapping[str, float], topk: int, limit: int
+    chosen: Sequence[tuple[float, Any]], own_scores: Mapping[str, float], topk: int, limit: int, max_gap_s: int
 ) -> list[RetrievedEvent]:
     """The chosen events and their replies, best ``topk`` by score, each reply right after its parent.
 
@@ -307,7 +311,7 @@ def _with_replies(
     for position, (score, row) in enumerate(chosen):
         parent = _event(row.id, row, score, limit)
         ranked.append((score, 2 * position, parent))
-        reply_id = _reply_of(row)
+        reply_id = _reply_of(row, max_gap_s)
         if reply_id is None or reply_id in taken:
             continue
         taken.add(reply_id)

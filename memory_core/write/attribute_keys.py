@@ -44,6 +44,7 @@ ATTRIBUTE_CATALOGUE: dict[str, AttributeSpec] = {
         AttributeSpec("education.school", False, "where the entity studies or studied"),
         AttributeSpec("personal.age", True, "age"),
         AttributeSpec("personal.birthday", True, "date of birth"),
+        AttributeSpec("personal.name", False, "a name the entity goes by (a self-introduction)"),
         AttributeSpec("personal.info", False, "other personal information"),
         AttributeSpec("health.condition", False, "health condition"),
         AttributeSpec("event.activity", False, "something the entity did or will do"),

@@ -108,6 +108,9 @@ def test_events_show_and_retry(cli_stack: CliStack, remembered: Remembered) -> N
     refused = cli_stack.run(["events", "retry", event_id])
     assert refused.exit_code == ExitCode.CONFLICT
     assert "not failed" in refused.stderr
+    # The hint names the command's flag, not the HTTP body the API would take.
+    assert f"arandu events retry {event_id} --from-scratch" in " ".join(refused.stderr.split())
+    assert '{"from_scratch"' not in refused.stderr
 
     again = cli_stack.run(["events", "retry", event_id, "--from-scratch", "--json"])
     assert again.exit_code == 0, again.output

@@ -57,6 +57,7 @@ SEED_DEFAULTS: list[tuple[str, Any]] = [
     ("keyword_idf", True),
     ("entity_specificity", True),
     ("event_reply_context", True),
+    ("event_reply_max_gap_s", 21_600),
     # Reranker
     ("enable_reranker", True),
     ("reranker_timeout_sec", 5.0),

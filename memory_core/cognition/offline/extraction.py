@@ -215,6 +215,24 @@ _OPENER = re.compile(
     re.IGNORECASE,
 )
 _MAX_OPENERS = 2
+# A greeting before a comma ("Hi, I moved to Porto", "Oi, eu sou o Sam"): small talk, not part of a fact.
+_GREETING_COMMA = re.compile(r"^([^,]{1,30}),[ \t]*(?=\S)")
+# Name introductions: what follows is the speaker's name. The unambiguous ones ("my name is", "me
+# chamo", "sou o/a") always; the copula alone ("I'm X", "sou X") only after a greeting or when X is
+# the speaker's own name, since "I'm Brazilian" names no one.
+_INTRODUCTION = re.compile(
+    r"^(?:(?P<named>my\s+name(?:'s|’s|\s+is)|(?:you\s+can\s+|just\s+)?call\s+me|(?:eu\s+)?me\s+chamo|chamo-me|"
+    r"meu\s+nome\s+[ée]|(?:voc[eê]\s+)?pode\s+me\s+chamar\s+de|(?:eu\s+)?sou\s+(?:o|a))|"
+    r"(?P<copula>i'm|i’m|i\s+am|(?:eu\s+)?sou))[ \t]+",
+    re.IGNORECASE,
+)
+_INTRODUCTION_EN = re.compile(r"^(?:my|you|just|call|i)\b", re.IGNORECASE)
+_NAME_WORD = re.compile(r"[^\W\d_][\w'’-]*")
+_MAX_NAME_WORDS = 3
+# After the name: the end of the sentence, or another clause ("I'm Sam and I have a cat").
+_AFTER_NAME = re.compile(r"^[ \t]*(?:[.!]*[ \t]*$|,?[ \t]+(?:and|e)[ \t]+(?P<rest>\S.*)$)", re.IGNORECASE | re.DOTALL)
+# What a sentence that only says someone is themself is made of, besides that name twice.
+_TAUTOLOGY_WORDS = _words("is am are was be é e sou era foi o a the name nome de se chama chamo called named s")
 _PAREN = re.compile(r"[ \t]*\(([^()]{1,80})\)")
 _NAMED_GAP = re.compile(r"[ \t]*,?[ \t]*(?:(?:named|called|chamad[oa]|de\s+nome|o|a)[ \t]+)?", re.IGNORECASE)
 _NAMED_LATER = re.compile(
@@ -1150,6 +1168,55 @@ def _without_openers(sentence: str) -> str:
     return sentence
 
 
+def _without_greeting(sentence: str) -> tuple[str, bool]:
+    """``sentence`` without a greeting before its first comma, and whether there was one ("Hi, I'm Sam")."""
+    match = _GREETING_COMMA.match(sentence)
+    if match is None or not is_small_talk(match.group(1)):
+        return sentence, False
+    rest = sentence[match.end() :]
+    return rest[:1].upper() + rest[1:], True
+
+
+def _introduction(sentence: str, greeted: bool, registry: _Registry) -> tuple[str, str, Language] | None:
+    """The name a self-introduction gives, the clause after it and the language, or None.
+
+    "I'm Sam and I have a cat." -> ("Sam", "I have a cat.", "en").
+    """
+    match = _INTRODUCTION.match(sentence)
+    if match is None:
+        return None
+    position = match.end()
+    words: list[str] = []
+    while len(words) < _MAX_NAME_WORDS:
+        word = _NAME_WORD.match(sentence, position)
+        if word is None or not word.group()[:1].isupper():
+            break
+        words.append(word.group())
+        position = word.end()
+        spaced = re.match(r"[ \t]+(?=[^\W\d_])", sentence[position:])
+        if spaced is None or not sentence[position + spaced.end() : position + spaced.end() + 1].isupper():
+            break
+        position += spaced.end()
+    after = _AFTER_NAME.match(sentence[position:])
+    if not words or after is None:
+        return None
+    name = " ".join(words)
+    if match.group("copula") and not greeted and not registry.resolve(name).is_speaker:
+        return None
+    rest = after.group("rest") or ""
+    language: Language = "en" if _INTRODUCTION_EN.match(sentence) else "pt"
+    return name, rest[:1].upper() + rest[1:], language
+
+
+def _is_tautology(text: str, subject: _Ref) -> bool:
+    """True when ``text`` only says that its subject is itself ("Sam is Sam.", "O nome de Sam é Sam.")."""
+    name = alias_key(subject.name).split()
+    words = [alias_key(word) for word in WORD_RE.findall(text.replace("’", "'").replace("'s", " s"))]
+    named = sum(1 for index in range(len(words)) if words[index : index + len(name)] == name)
+    rest = [word for word in words if word not in name and word not in _TAUTOLOGY_WORDS]
+    return bool(name) and named >= 2 and not rest
+
+
 class _Extractor:
     """State of one extraction: the entity registry, facts, relations, and the last person talked about."""
 
@@ -1163,6 +1230,7 @@ class _Extractor:
         self.relations: dict[tuple[str, str, str], ExtractedRelation] = {}
         self.fact_keys: set[tuple[str, str]] = set()
         self.speaker_involved = False
+        self.speaker_aliases: list[str] = []
         self.antecedent: _Ref | None = None
 
     def run(self) -> ExtractionOutput:
@@ -1172,7 +1240,7 @@ class _Extractor:
         for start, end in spans:
             if len(self.facts) >= self.max_facts:
                 break
-            sentence = _without_openers(self.message[start:end])
+            sentence, greeted = _without_greeting(_without_openers(self.message[start:end]))
             remember = _REMEMBER.match(sentence)
             if remember is not None:
                 sentence = sentence[remember.end() :]
@@ -1181,8 +1249,44 @@ class _Extractor:
                 continue
             if not sentence or is_question(sentence) or is_small_talk(sentence):
                 continue
+            introduction = _introduction(sentence, greeted, self.registry)
+            if introduction is not None:
+                name, sentence, language = introduction
+                self._introduce(name, language)
+                if not sentence:
+                    continue
             self._sentence(sentence, None, 0, single)
         return self._output()
+
+    def _introduce(self, name: str, language: Language) -> None:
+        """The speaker said their name: an alias of the speaker and one name fact, unless it is their own name.
+
+        "Hi, I'm Sam." said by Sam adds nothing ("Sam is Sam." is no fact). Said by "user", it makes
+        "Sam" an alias of the speaker and states it once, in one wording whatever the introduction's,
+        so saying it again confirms the fact instead of adding another.
+        """
+        self.speaker_involved = True
+        speaker = self.registry.speaker
+        if self.registry.resolve(name).is_speaker:
+            return
+        self.registry.add_alias(name, speaker)
+        if name not in self.speaker_aliases:
+            self.speaker_aliases.append(name)
+        text = f"{speaker.name}'s name is {name}." if language == "en" else f"O nome de {speaker.name} é {name}."
+        text = text[:1].upper() + text[1:]
+        identity = (speaker.key, alias_key(text))
+        if identity in self.fact_keys or len(self.facts) >= self.max_facts:
+            return
+        self.fact_keys.add(identity)
+        self.facts.append(
+            ExtractedFact(
+                subject=speaker.name,
+                text=text,
+                attribute_key="personal.name",
+                importance_category="biographical_milestone",
+                confidence_level="explicit_statement",
+            )
+        )
 
     def _sentence(self, text: str, forced: _Ref | None, depth: int, language: Language | None = None) -> None:
         if language is None:
@@ -1204,6 +1308,8 @@ class _Extractor:
         text_out, touched = self._rewrite(s, subject, pronoun)
         if word_count(text_out) < _MIN_FACT_WORDS and not hits and not links:
             return
+        if _is_tautology(text_out, subject):
+            return  # "Sam is Sam.": a fact whose subject and object are one entity says nothing
         self._collect(s, hits, links)
         retraction = RETRACTION.search(" ".join(s.folded)) is not None
         key, milestone = _attribute_key(subject, hits, links, retraction=retraction)
@@ -1283,7 +1389,7 @@ class _Extractor:
     def _output(self) -> ExtractionOutput:
         entities: list[ExtractedEntity] = []
         if self.speaker_involved:
-            entities.append(ExtractedEntity(name=self.speaker_name, type="person"))
+            entities.append(ExtractedEntity(name=self.speaker_name, type="person", aliases=list(self.speaker_aliases)))
         for info in sorted(self.registry.entities.values(), key=lambda item: item.order):
             entities.append(ExtractedEntity(name=info.name, type=info.type, aliases=list(info.aliases)))
         return ExtractionOutput(entities=entities, facts=self.facts, relations=list(self.relations.values()))

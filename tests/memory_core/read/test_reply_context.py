@@ -224,3 +224,36 @@ def test_messages_without_seq_get_a_reply_only_when_their_order_is_known(
     question = _legacy_event(newer, QUESTION, "Melanie", SAID)
     answer = newer.event(ANSWER, speaker="Caroline", session_id="s1", occurred_at=SAID)
     assert _ids(_search(read_ctx, newer.agent_id)) == [(question, None), (answer, question)]
+
+
+@pytest.mark.parametrize(
+    ("question", "later", "query"),
+    [
+        ("Where does Ana live?", "I live in Porto now, by the river.", "Where does Ana live?"),
+        ("Onde a Ana mora?", "Eu moro no Porto agora, perto do rio.", "Onde a Ana mora?"),
+    ],
+)
+def test_no_reply_from_a_message_said_years_later_in_the_same_session(
+    read_ctx: ReadContext, memory: MemoryBuilder, question: str, later: str, query: str
+) -> None:
+    # Two imports into the default session, two years apart: the second one's first message is the
+    # next message of the session, but it answers nothing the first import asked.
+    asked = memory.event(question, speaker="Bruno", occurred_at=SAID)
+    memory.event(later, speaker="Ana", occurred_at=SAID + timedelta(days=730))
+    events = _search(read_ctx, memory.agent_id, query=query)
+    assert (asked, None) in _ids(events)
+    assert [event.reply_to for event in events] == [None] * len(events)
+    result = retrieve(read_ctx, agent_id=memory.agent_id, query=query)
+    assert "reply:" not in result.context
+
+
+@pytest.mark.parametrize(("question", "answer"), [(QUESTION, ANSWER), ("Onde a Ana mora?", "Eu moro em Lisboa.")])
+def test_a_reply_within_the_gap_is_kept_and_the_gap_is_a_setting(
+    read_ctx: ReadContext, memory: MemoryBuilder, question: str, answer: str
+) -> None:
+    asked = memory.event(question, speaker="Melanie", occurred_at=SAID)
+    replied = memory.event(answer, speaker="Caroline", occurred_at=SAID + timedelta(minutes=5))
+    assert _ids(_search(read_ctx, memory.agent_id, query=question)) == [(asked, None), (replied, asked)]
+    # Five minutes is too long when the bound is one minute.
+    tight = apply_overrides(read_ctx.base_config, {"event_reply_max_gap_s": 60}).config
+    assert _ids(_search(read_ctx, memory.agent_id, query=question, config=tight)) == [(asked, None)]
