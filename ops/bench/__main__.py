@@ -1,4 +1,4 @@
-"""Command line of the benchmarks: ``python -m ops.bench ingest|retrieve|locomo|maintenance|stall [--quick]``."""
+"""Command line of the benchmarks: ``python -m ops.bench ingest|retrieve|locomo|maintenance|stall|... [--quick]``."""
 
 from __future__ import annotations
 
@@ -99,6 +99,14 @@ def main(argv: list[str] | None = None) -> int:
         "--keep-home", action="store_true", help="keep the temporary ARANDU_HOME (logs, database) for diagnosis"
     )
     locomo.add_argument("--no-record", action="store_true", help="print the figures without appending to RESULTS.md")
+    trgm = sub.add_parser(
+        "entity-trgm",
+        help="entity resolution's fuzzy band: name embeddings + pgvector against pg_trgm (decisions and speed)",
+        description="Fuzzy-band A/B on the resolution tests and LoCoMo; appends its figures to ops/bench/RESULTS.md.",
+    )
+    trgm.add_argument("--quick", action="store_true", help="LoCoMo's first two sessions, fewer timed rounds")
+    trgm.add_argument("--embedder", choices=("hashing", "local"), default="hashing", help="the name embedder of today")
+    trgm.add_argument("--no-record", action="store_true", help="print the figures without appending to RESULTS.md")
     maintenance = sub.add_parser(
         "maintenance",
         help="one full maintenance cycle (every job) for 100 agents x 1,000 facts, offline skills",
@@ -163,6 +171,10 @@ def main(argv: list[str] | None = None) -> int:
             record=not args.no_record,
             argv=raw_args[1:],
         )
+    if args.benchmark == "entity-trgm":
+        from ops.bench.entity_trgm import run as run_entity_trgm
+
+        return run_entity_trgm(quick=args.quick, record=not args.no_record, embedder=args.embedder)
     if args.benchmark == "maintenance":
         from ops.bench.maintenance import run_maintenance_benchmark
 
