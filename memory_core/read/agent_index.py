@@ -2,12 +2,15 @@
 
 Why
 ---
-pgvector 0.6 has no iterative index scans: a scan of a table-wide HNSW index yields at most
-``hnsw.ef_search`` tuples and only then applies ``WHERE agent_id = ...`` (so the schema has no
-such index since migration 0010). For an agent that owns
-10% of a 1M-row table, 200 tuples asked give ~30 of its own: too few, so the search fell back to
-an exact scan of the agent's 100,000 scattered rows (~350 ms). A partial index holds that agent's
-rows only, so every tuple it yields is the agent's and a few milliseconds find the nearest ones.
+A table-wide HNSW index filters by agent only while it walks a graph of everyone's facts
+(pgvector 0.6 yielded ``hnsw.ef_search`` tuples and then filtered: an agent owning 10% of a
+1M-row table got ~30 of 200; so the schema has no such index since migration 0010). pgvector
+0.8's iterative index scans keep walking until enough of the agent's rows are found, but on the
+retrieve benchmark's 1M-fact table (docs/performance.md, "Vector search") that walk was both
+slower and far less accurate than the agent's own graph: recall@10 0.79-0.86 against 0.97-1.00,
+the statement 4-20 times slower at 10,000 and 100,000 facts, and every fact of every agent paid
+an insertion into a 1.8 GB graph. A partial index holds that agent's rows only, so every tuple it
+yields is the agent's and a few milliseconds find the nearest ones.
 
 The keyword signal has the same shape of problem with the table-wide GIN index on
 ``search_vector``: a word's matches are everybody's, so PostgreSQL either visits them all and
@@ -113,6 +116,8 @@ _LOCK_NAMESPACE = 0x0A1D
 _BUILD_SLOT_NAMESPACE = 0x0A1E
 _BUILD_SLOT_KEY = 0
 BUSY_REASON = "another index build is running (one at a time per database)"
+# How often a build waiting for the slot tries again.
+_SLOT_POLL_S = 0.5
 # A build refused for that reason is asked again this much later (a failed one after _RETRY_AFTER_S).
 _BUSY_RETRY_S = 60.0
 
@@ -292,11 +297,21 @@ def build_agent_index(
 
 
 def _take_build_slot(connection: Connection, *, wait: bool) -> bool:
-    function = "pg_advisory_lock" if wait else "pg_try_advisory_lock"
-    taken = connection.execute(
-        text(f"SELECT {function}(:ns, :key)"), {"ns": _BUILD_SLOT_NAMESPACE, "key": _BUILD_SLOT_KEY}
-    ).scalar()
-    return taken is not False  # pg_advisory_lock returns void (None) once it holds the lock
+    """Take the database's build slot; with ``wait``, try again until it is free.
+
+    Waiting is a loop of instant tries, never a blocking ``pg_advisory_lock``: a statement blocked
+    on the slot keeps a snapshot open, and the ``CREATE INDEX CONCURRENTLY`` of the build holding
+    the slot waits for every older snapshot before it finishes, so each waited for the other and
+    PostgreSQL failed one of them as a deadlock (seen when maintenance's agent indexer queued
+    behind a build).
+    """
+    while True:
+        taken = connection.execute(
+            text("SELECT pg_try_advisory_lock(:ns, :key)"), {"ns": _BUILD_SLOT_NAMESPACE, "key": _BUILD_SLOT_KEY}
+        ).scalar()
+        if taken or not wait:
+            return bool(taken)
+        time.sleep(_SLOT_POLL_S)
 
 
 def _build_missing(

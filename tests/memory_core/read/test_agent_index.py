@@ -762,6 +762,41 @@ def test_one_index_build_at_a_time_and_maintenance_waits_its_turn(table: Table) 
         holder.close()
 
 
+def test_a_build_waiting_for_its_turn_never_deadlocks_the_concurrent_build_that_holds_it(table: Table) -> None:
+    # CREATE INDEX CONCURRENTLY waits for every older snapshot; a build blocked in
+    # pg_advisory_lock on the slot kept one, so the two waited for each other until PostgreSQL
+    # failed one of them as a deadlock. The waiting build must hold no snapshot while it waits.
+    drop_agent_index(table.ctx.engine, GROWING)
+    holder = table.ctx.engine.execution_options(isolation_level="AUTOCOMMIT").connect()
+    try:
+        holder.execute(text("CREATE TABLE IF NOT EXISTS slot_holders_build (x int)"))
+        holder.execute(text("SELECT pg_advisory_lock(:ns, 0)"), {"ns": agent_index_module._BUILD_SLOT_NAMESPACE})
+        built: list[BuildOutcome] = []
+        failures: list[BaseException] = []
+
+        def wait_and_build() -> None:
+            try:
+                built.append(build_agent_index(table.ctx.engine, GROWING, wait_for_slot=True))
+            except BaseException as error:
+                failures.append(error)
+
+        waiting = threading.Thread(target=wait_and_build)
+        waiting.start()
+        time.sleep(0.5)
+        # The slot holder's own concurrent build, while the other waits for its turn (PostgreSQL
+        # looks for deadlocks after deadlock_timeout, 1 s).
+        holder.execute(text("CREATE INDEX CONCURRENTLY slot_holders_build_x ON slot_holders_build (x)"))
+        time.sleep(1.5)
+        holder.execute(text("SELECT pg_advisory_unlock(:ns, 0)"), {"ns": agent_index_module._BUILD_SLOT_NAMESPACE})
+        waiting.join(timeout=120)
+        assert failures == []
+        assert [outcome.created for outcome in built] == [True]
+        assert _index_exists(table.ctx, GROWING)
+    finally:
+        holder.execute(text("DROP TABLE IF EXISTS slot_holders_build"))
+        holder.close()
+
+
 def test_a_large_agents_keyword_counts_use_its_own_index_under_a_generic_plan(table: Table) -> None:
     # The counts run after the keyword and graph statement, which leaves the read transaction on
     # generic plans: a plan made without the values must still reach the agent's keyword index.
