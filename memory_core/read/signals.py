@@ -9,10 +9,11 @@ has no wildcards), and the SQL is assembled only from the fixed fragments below.
 
 Vector search and a small agent in a large table
 ------------------------------------------------
-pgvector 0.6 has no iterative index scans: an HNSW scan yields at most ``hnsw.ef_search``
-tuples and only then applies ``WHERE agent_id = ...``. A table-wide HNSW index would give an
-agent that owns a small slice of the table fewer than ``k`` results, or none; so there is none
-(migration 0010), and the strategy is chosen per agent (:func:`_vector_strategy`):
+A table-wide HNSW index walks everyone's facts to find one agent's: pgvector 0.6 returned at
+most ``hnsw.ef_search`` tuples before the agent filter, and pgvector 0.8's iterative scans, which
+walk on until enough rows pass it, measured slower and less accurate than an agent's own index
+(docs/performance.md, "Vector search"). So there is none (migration 0010), and the strategy is
+chosen per agent (:func:`_vector_strategy`):
 
 * **agent_index** when the agent has a partial HNSW index of its own
   (:mod:`memory_core.read.agent_index`; built for agents with at least
@@ -838,7 +839,7 @@ def run_signals(
         result.term_counts = _term_counts(rows, request)
     # `wanted` is the statement's :sem_limit: fewer semantic rows means the ANN scan came back short.
     if strategy == "agent_index" and sum(1 for row in rows if row.in_sem) < wanted:
-        # The filtered ANN scan came back short (the symptom of pgvector 0.6's post-filtering):
+        # The filtered ANN scan came back short (deleted or filtered rows in the agent's graph):
         # redo the semantic part exactly and let it decide which facts are semantic candidates.
         exact_rows = _exact_semantic_rows(session, request)
         exact_ids = {str(row.id) for row in exact_rows}
@@ -900,7 +901,8 @@ def _semantic_wanted(config: MemoryConfig) -> int:
 
 
 def _agent_index_ef_search(request: SignalRequest, wanted: int) -> int:
-    # Never fewer candidates than the walk's LIMIT: pgvector 0.6 returns at most ef_search rows.
+    # Never fewer candidates than the walk's LIMIT: without iterative scans an HNSW walk returns at
+    # most ef_search rows.
     return min(_HNSW_EF_SEARCH_MAX, max(request.agent_index_ef_search, wanted * AGENT_INDEX_OVERFETCH))
 
 

@@ -61,6 +61,8 @@ from ops.bench.retrieve import (
 )
 
 TABLE_INDEX = "ix_memory_facts_embedding_hnsw_bench"
+# The service's default threshold for an agent's own indexes (memory_core.settings).
+DEFAULT_AGENT_INDEX_MIN_FACTS = 10_000
 QUESTIONS = 100
 WARMUP = 20
 INSERTS = 150
@@ -161,7 +163,10 @@ def measure_statement(
         for index, vector in enumerate(vectors):
             params = {"vec": _vector(vector), "min_confidence": min_confidence, "limit": limit}
             started = time.perf_counter()
-            found = [1.0 - float(row[0]) for row in conn.execute(statement, params).fetchall()]
+            rows = conn.execute(statement, params).fetchall()
+            # relaxed_order may return rows slightly out of order: the service re-sorts what the
+            # walk returned (its sem CTE), and so does this.
+            found = sorted((1.0 - float(row[0]) for row in rows), reverse=True)
             elapsed = (time.perf_counter() - started) * 1000.0
             truth = [
                 1.0 - float(row[0]) for row in conn.execute(exact_statement, {**params, "limit": RECALL_K}).fetchall()
@@ -243,7 +248,14 @@ def run_vector_search_benchmark(*, reuse_home: Path, record: bool, argv: Sequenc
 
     machine = machine_info()
     load = "load average at start {:.2f} / {:.2f} / {:.2f} (1 / 5 / 15 min)".format(*os.getloadavg())
-    stack = BenchStack(env={"ARANDU_EMBEDDING_PROVIDER": "hashing"}, keep_home=True, label="vector", home=reuse_home)
+    # The stack's own processes never build agent indexes here (maintenance's agent indexer would
+    # rebuild the ones design B drops, and take the build slot): this process decides which exist.
+    stack = BenchStack(
+        env={"ARANDU_EMBEDDING_PROVIDER": "hashing", "ARANDU_RETRIEVAL_AGENT_INDEX_MIN_FACTS": "0"},
+        keep_home=True,
+        label="vector",
+        home=reuse_home,
+    )
     sampler = MemorySampler(stack)
     ctx: Any = None
     results: list[Measured] = []
@@ -258,12 +270,14 @@ def run_vector_search_benchmark(*, reuse_home: Path, record: bool, argv: Sequenc
         print(f"stack ready in {ready_s:.1f} s under {stack.home}", flush=True)
         url = stack.database_url
         dataset = reuse_dataset(url, Scale())
-        settings = load_settings()
+        settings = load_settings(retrieval_agent_index_min_facts=DEFAULT_AGENT_INDEX_MIN_FACTS)
         min_facts = settings.retrieval_agent_index_min_facts
         ef_search = settings.retrieval_ef_search
-        with psycopg.connect(url, autocommit=True) as conn:  # a leftover of an interrupted run
-            conn.execute(f"DROP INDEX IF EXISTS {TABLE_INDEX}")
-        build_agent_indexes(url, min_facts)
+        from memory_core.read.agent_index import agent_index_name
+
+        with psycopg.connect(url, autocommit=True) as conn:
+            reused = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (TABLE_INDEX,)).fetchone()[0]  # type: ignore[index]
+            facts = int(conn.execute("SELECT count(*) FROM memory_facts").fetchone()[0])  # type: ignore[index]
         ctx = build_read_context(settings)
         config = ctx.base_config
         limit = max(config.signal_max_facts, config.reranker_candidate_multiplier * config.topk_facts) * 2
@@ -277,119 +291,134 @@ def run_vector_search_benchmark(*, reuse_home: Path, record: bool, argv: Sequenc
             for agent in agents
         }
         common = {"limit": limit, "min_confidence": config.min_confidence, "min_similarity": config.min_similarity}
-
-        print("design A (per-agent indexes; today): statements, retrieve, writes...", flush=True)
-        for agent in agents:
-            own = agent.size >= min_facts
-            measured = measure_statement(
-                url,
-                agent,
-                vectors[agent.agent_id],
-                "per-agent index" if own else "exact (b-tree)",
-                setup=[f"SET hnsw.ef_search = {ef_search}"],
-                exact=not own,
-                **common,
-            )
-            if own:
-                measured.retrieve_ms = measure_retrieve(ctx, agent, questions[agent.agent_id])
-            results.append(measured)
-            print(f"  {agent.size:,}: {measured.row()}", flush=True)
-        with psycopg.connect(url, autocommit=True) as conn:
-            per_agent_bytes = int(
-                conn.execute(
-                    "SELECT COALESCE(sum(pg_relation_size(c.oid)), 0) FROM pg_class c "
-                    "WHERE c.relkind = 'i' AND starts_with(c.relname, 'ix_memory_facts_hnsw_v2_agent_')"
-                ).fetchone()[0]  # type: ignore[index]
-            )
-            per_agent_count = int(
-                conn.execute(
-                    "SELECT count(*) FROM pg_class WHERE relkind = 'i' "
-                    "AND starts_with(relname, 'ix_memory_facts_hnsw_v2_agent_')"
-                ).fetchone()[0]  # type: ignore[index]
-            )
-        for agent in (agents[0], agents[-1]):
-            mean, p95 = insert_cost_ms(url, agent.agent_id)
-            writes.append([f"{agent.size:,}", "per-agent indexes (today)", f"{mean:.2f}", f"{p95:.2f}"])
-            print(f"  write one fact, {agent.size:,}: {mean:.2f} ms mean", flush=True)
-
-        print(f"building the table-wide HNSW index (m {BUILD_M}, ef_construction {BUILD_EF_CONSTRUCTION})...")
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute("SET maintenance_work_mem = '4GB'")
-            conn.execute(f"SET max_parallel_maintenance_workers = {max(1, (machine.cpus or 2) - 1)}")
-            started = time.monotonic()
-            conn.execute(
-                f"CREATE INDEX {TABLE_INDEX} ON memory_facts USING hnsw (embedding_vec vector_cosine_ops) "
-                f"WITH (m = {BUILD_M}, ef_construction = {BUILD_EF_CONSTRUCTION})"
-            )
-            build_s = time.monotonic() - started
-            table_bytes = int(conn.execute(f"SELECT pg_relation_size('{TABLE_INDEX}')").fetchone()[0])  # type: ignore[index]
-            facts = int(conn.execute("SELECT count(*) FROM memory_facts").fetchone()[0])  # type: ignore[index]
-            build_peak = sampler.peak(overall)
-            print(f"  built in {build_s:.0f} s, {mib(table_bytes)}", flush=True)
-            # Only the table-wide vector index is left for the tested agents.
-            from memory_core.read.agent_index import agent_index_name
-
-            for agent in indexed:
-                conn.execute(f'DROP INDEX IF EXISTS "{agent_index_name(agent.agent_id)}"')
-            conn.execute("ANALYZE memory_facts")
-
-        print("design B (table-wide index, iterative scans): statements, retrieve, writes...", flush=True)
         database = conninfo_to_dict(url)["dbname"]
-        for mode in ITERATIVE_MODES:
-            for tuples in MAX_SCAN_TUPLES:
-                for agent in agents:
-                    measured = measure_statement(
-                        url,
-                        agent,
-                        vectors[agent.agent_id],
-                        f"table-wide, {mode}, max_scan_tuples {tuples:,}",
-                        setup=[
-                            f"SET hnsw.ef_search = {ef_search}",
-                            f"SET hnsw.iterative_scan = {mode}",
-                            f"SET hnsw.max_scan_tuples = {tuples}",
-                        ],
-                        exact=False,
-                        **common,
-                    )
-                    results.append(measured)
-                    print(f"  {agent.size:,}: {measured.row()}", flush=True)
-            # The service's own read path on the table-wide index: the setting as the database's default.
-            with psycopg.connect(url, autocommit=True) as conn:
-                conn.execute(f'ALTER DATABASE "{database}" SET hnsw.iterative_scan = {mode}')
+        sizes: dict[str, Any] = {}
+
+        def design_a() -> None:
+            nonlocal ctx
+            print("design A (per-agent indexes; today): statements, retrieve, writes...", flush=True)
+            built = build_agent_indexes(url, min_facts)
+            if built:
+                notes.append(
+                    "Per-agent index builds (CONCURRENTLY, one at a time): "
+                    + ", ".join(f"{agent} {count:,} facts {secs(seconds)}" for agent, count, seconds, _ in built)
+                    + "."
+                )
             ctx.close()
             ctx = build_read_context(settings)
-            with forced_index({agent.agent_id for agent in indexed}):
-                for agent in indexed:
-                    measured = Measured(design=f"table-wide, {mode}: whole retrieve()", agent=f"{agent.size:,}")
+            for agent in agents:
+                own = agent.size >= min_facts
+                measured = measure_statement(
+                    url,
+                    agent,
+                    vectors[agent.agent_id],
+                    "per-agent index" if own else "exact (b-tree)",
+                    setup=[f"SET hnsw.ef_search = {ef_search}"],
+                    exact=not own,
+                    **common,
+                )
+                if own:
                     measured.retrieve_ms = measure_retrieve(ctx, agent, questions[agent.agent_id])
-                    results.append(measured)
-                    print(f"  {agent.size:,}: {measured.row()}", flush=True)
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute(f'ALTER DATABASE "{database}" RESET hnsw.iterative_scan')
-        for agent in (agents[0], agents[-1]):
-            mean, p95 = insert_cost_ms(url, agent.agent_id)
-            writes.append([f"{agent.size:,}", "table-wide index", f"{mean:.2f}", f"{p95:.2f}"])
-            print(f"  write one fact, {agent.size:,}: {mean:.2f} ms mean", flush=True)
+                results.append(measured)
+                print(f"  {agent.size:,}: {measured.row()}", flush=True)
+            with psycopg.connect(url, autocommit=True) as conn:
+                row = conn.execute(
+                    "SELECT count(*), COALESCE(sum(pg_relation_size(c.oid)), 0) FROM pg_class c "
+                    "WHERE c.relkind = 'i' AND starts_with(c.relname, 'ix_memory_facts_hnsw_v2_agent_')"
+                ).fetchone()
+            sizes["per_agent"] = (int(row[0]), int(row[1])) if row else (0, 0)
+            for agent in (agents[0], agents[-1]):
+                mean, p95 = insert_cost_ms(url, agent.agent_id)
+                writes.append([f"{agent.size:,}", "per-agent indexes (today)", f"{mean:.2f}", f"{p95:.2f}"])
+                print(f"  write one fact, {agent.size:,}: {mean:.2f} ms mean", flush=True)
 
-        print("restoring the dataset: table-wide index dropped, per-agent indexes rebuilt...", flush=True)
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute(f"DROP INDEX IF EXISTS {TABLE_INDEX}")
-        if ctx is not None:
-            ctx.close()
-        ctx = None
-        rebuilt = build_agent_indexes(url, min_facts)
+        def build_table_index() -> None:
+            print(f"building the table-wide HNSW index (m {BUILD_M}, ef_construction {BUILD_EF_CONSTRUCTION})...")
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute("SET maintenance_work_mem = '4GB'")
+                conn.execute(f"SET max_parallel_maintenance_workers = {max(1, (machine.cpus or 2) - 1)}")
+                started = time.monotonic()
+                conn.execute(
+                    f"CREATE INDEX {TABLE_INDEX} ON memory_facts USING hnsw (embedding_vec vector_cosine_ops) "
+                    f"WITH (m = {BUILD_M}, ef_construction = {BUILD_EF_CONSTRUCTION})"
+                )
+                sizes["build_s"] = time.monotonic() - started
+                sizes["build_peak"] = sampler.peak(overall)
+                print(f"  built in {sizes['build_s']:.0f} s", flush=True)
+
+        def design_b() -> None:
+            nonlocal ctx
+            with psycopg.connect(url, autocommit=True) as conn:
+                # Only the table-wide vector index is left for the tested agents.
+                for agent in indexed:
+                    conn.execute(f'DROP INDEX IF EXISTS "{agent_index_name(agent.agent_id)}"')
+                conn.execute("ANALYZE memory_facts")
+                sizes["table"] = int(conn.execute(f"SELECT pg_relation_size('{TABLE_INDEX}')").fetchone()[0])  # type: ignore[index]
+            print("design B (table-wide index, iterative scans): statements, retrieve, writes...", flush=True)
+            for mode in ITERATIVE_MODES:
+                for tuples in MAX_SCAN_TUPLES:
+                    for agent in agents:
+                        measured = measure_statement(
+                            url,
+                            agent,
+                            vectors[agent.agent_id],
+                            f"table-wide, {mode}, max_scan_tuples {tuples:,}",
+                            setup=[
+                                f"SET hnsw.ef_search = {ef_search}",
+                                f"SET hnsw.iterative_scan = {mode}",
+                                f"SET hnsw.max_scan_tuples = {tuples}",
+                            ],
+                            exact=False,
+                            **common,
+                        )
+                        results.append(measured)
+                        print(f"  {agent.size:,}: {measured.row()}", flush=True)
+                # The service's own read path on the table-wide index: the setting as the database's default.
+                with psycopg.connect(url, autocommit=True) as conn:
+                    conn.execute(f'ALTER DATABASE "{database}" SET hnsw.iterative_scan = {mode}')
+                ctx.close()
+                ctx = build_read_context(settings)
+                with forced_index({agent.agent_id for agent in indexed}):
+                    for agent in indexed:
+                        measured = Measured(design=f"table-wide, {mode}: whole retrieve()", agent=f"{agent.size:,}")
+                        measured.retrieve_ms = measure_retrieve(ctx, agent, questions[agent.agent_id])
+                        results.append(measured)
+                        print(f"  {agent.size:,}: {measured.row()}", flush=True)
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute(f'ALTER DATABASE "{database}" RESET hnsw.iterative_scan')
+            for agent in (agents[0], agents[-1]):
+                mean, p95 = insert_cost_ms(url, agent.agent_id)
+                writes.append([f"{agent.size:,}", "table-wide index", f"{mean:.2f}", f"{p95:.2f}"])
+                print(f"  write one fact, {agent.size:,}: {mean:.2f} ms mean", flush=True)
+            print("table-wide index dropped", flush=True)
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute(f"DROP INDEX IF EXISTS {TABLE_INDEX}")
+
+        if reused:
+            # A table-wide index an interrupted run built: design B first, then A on the per-agent indexes.
+            print(f"{TABLE_INDEX} found (built by an earlier run): design B first", flush=True)
+            design_b()
+            design_a()
+        else:
+            design_a()
+            build_table_index()
+            design_b()
+            build_agent_indexes(url, min_facts)  # the dataset as it was found
+        build_note = (
+            f"built in {secs(sizes['build_s'])} (peak stack memory during the build {mib(sizes['build_peak'])})"
+            if "build_s" in sizes
+            else "built by an earlier run of this command on the same home"
+        )
+        per_agent_count, per_agent_bytes = sizes.get("per_agent", (0, 0))
         notes.append(
-            "Per-agent index builds after the run (CONCURRENTLY, one at a time): "
-            + ", ".join(f"{agent} {count:,} facts {secs(seconds)}" for agent, count, seconds, _ in rebuilt)
-            + "."
+            f"Table-wide HNSW over {facts:,} facts (m {BUILD_M}, ef_construction {BUILD_EF_CONSTRUCTION}, "
+            f"maintenance_work_mem 4GB, parallel): {build_note}, {mib(sizes.get('table', 0))} on disk; "
+            f"the {per_agent_count} per-agent HNSW indexes take {mib(per_agent_bytes)}."
         )
         peak = sampler.peak()
         notes.extend(
             [
-                f"Table-wide HNSW over {facts:,} facts (m {BUILD_M}, ef_construction {BUILD_EF_CONSTRUCTION}, "
-                f"maintenance_work_mem 4GB, parallel): built in {secs(build_s)}, {mib(table_bytes)} on disk; "
-                f"the {per_agent_count} per-agent HNSW indexes take {mib(per_agent_bytes)}. Peak stack memory "
-                f"during the build {mib(build_peak)}, whole run {mib(peak)}.",
+                f"Peak stack memory of the whole run {mib(peak)}.",
                 f"Statements: the semantic search alone (LIMIT {limit}, as the service asks), {QUESTIONS} questions "
                 f"per agent after {WARMUP} of warm-up, ef_search {ef_search}; recall@{RECALL_K} against an exact "
                 "scan of the agent's active facts (ties count as hits). Whole retrieve(): in process, no reranker, "
