@@ -35,9 +35,12 @@ _UNACCENTED = "to_tsvector('arandu_search'::regconfig, fact_text)"
 _SIMPLE = "to_tsvector('simple'::regconfig, fact_text)"
 
 
-def _set_expression(expression: str) -> None:
-    version = op.get_bind().execute(text("SELECT current_setting('server_version_num')::int")).scalar() or 0
-    if version >= 170_000:
+def _set_expression(expression: str, *, in_place: bool | None = None) -> None:
+    """Give ``search_vector`` ``expression``: in place on PostgreSQL 17+, else drop and add (tests force either)."""
+    if in_place is None:
+        version = op.get_bind().execute(text("SELECT current_setting('server_version_num')::int")).scalar() or 0
+        in_place = version >= 170_000
+    if in_place:
         op.execute(f"ALTER TABLE memory_facts ALTER COLUMN search_vector SET EXPRESSION AS ({expression})")
         return
     op.execute("ALTER TABLE memory_facts DROP COLUMN search_vector")

@@ -370,3 +370,55 @@ def test_facts_written_before_the_unaccented_search_are_found_without_accents_af
         upgrade(settings)
     finally:
         engine.dispose()
+
+
+def test_the_unaccented_search_vector_on_a_server_without_set_expression(services: TestServices) -> None:
+    # PostgreSQL 16 has no ALTER COLUMN ... SET EXPRESSION: migration 0013 drops and adds the
+    # column there. That path, run on this server, must leave the same column and index.
+    import importlib.util
+
+    from alembic.operations import Operations
+    from alembic.runtime.migration import MigrationContext
+
+    from memory_core.db.migrate import MIGRATIONS_DIR
+
+    path = MIGRATIONS_DIR / "versions" / "0013_unaccented_text_search.py"
+    spec = importlib.util.spec_from_file_location("migration_0013", path)
+    assert spec is not None
+    assert spec.loader is not None
+    migration = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(migration)
+
+    url = services.new_database()
+    settings = load_settings(database_url=url, embedding_dimensions=384)
+    engine = create_engine(url)
+    try:
+        upgrade(settings)
+        with engine.begin() as conn:
+            conn.execute(
+                text(
+                    "INSERT INTO memory_facts (agent_id, entity_type, entity_key, fact_text, confidence, valid_from) "
+                    "VALUES ('agent-pg16', 'person', 'person:ana', 'Ana mora em São Paulo', 0.9, now())"
+                )
+            )
+            with Operations.context(MigrationContext.configure(conn)):
+                migration._set_expression("to_tsvector('simple'::regconfig, fact_text)", in_place=False)
+                migration._set_expression("to_tsvector('arandu_search'::regconfig, fact_text)", in_place=False)
+            expression = conn.execute(
+                text(
+                    "SELECT pg_get_expr(d.adbin, d.adrelid) FROM pg_attrdef d JOIN pg_attribute a "
+                    "ON a.attrelid = d.adrelid AND a.attnum = d.adnum "
+                    "WHERE d.adrelid = 'memory_facts'::regclass AND a.attname = 'search_vector'"
+                )
+            ).scalar()
+            assert "arandu_search" in str(expression)
+            found = conn.execute(
+                text("SELECT count(*) FROM memory_facts WHERE search_vector @@ to_tsquery('arandu_search', 'sao:*')")
+            ).scalar()
+            assert found == 1
+            listed = conn.execute(text("SELECT indexname FROM pg_indexes WHERE tablename = 'memory_facts'"))
+            assert "ix_memory_facts_search_vector" in set(listed.scalars())
+        # The database still passes the start-up check (the model's column matches).
+        check_schema(engine, settings)
+    finally:
+        engine.dispose()
