@@ -31,6 +31,7 @@ from memory_core.read.context import ReadContext, build_read_context
 from memory_core.read.keywords import SCAN_MAX_FACTS, document_frequencies, document_frequency_cache
 from memory_core.read.pipeline import retrieve
 from memory_core.settings import load_settings
+from tests.support.fixed_embedder import FixedEmbedder
 from tests.support.services import TestServices
 
 DIMENSIONS = 16
@@ -45,23 +46,6 @@ IDS = ("acme:alice", "x::y", "x-:agent", "x.:cap", "user-:sem_limit", "user-:ann
 # through its own keyword index rather than estimating it).
 WORD = "zebra"
 VALID_FROM = datetime.now(UTC) - timedelta(days=1)
-
-
-class FixedEmbedder:
-    """Every text embeds to the vector the test chose."""
-
-    def __init__(self, vector: list[float]) -> None:
-        self.vector = vector
-
-    @property
-    def dimensions(self) -> int:
-        return DIMENSIONS
-
-    def embed(self, texts: list[str]) -> list[list[float]]:
-        return [self.vector for _ in texts]
-
-    def embed_one(self, text: str) -> list[float] | None:
-        return self.vector
 
 
 @dataclass

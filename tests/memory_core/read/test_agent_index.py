@@ -44,6 +44,7 @@ from memory_core.read.read_transaction import begin_read
 from memory_core.read.side_reads import SideReads
 from memory_core.read.signals import SignalRequest, run_signals
 from memory_core.settings import load_settings
+from tests.support.fixed_embedder import FixedEmbedder
 from tests.support.services import TestServices
 
 DIMENSIONS = 16
@@ -52,23 +53,6 @@ BIG, QUOTED, GROWING, SMALL = "big-agent", "o'brien; drop", "growing-agent", "sm
 SIZES = {BIG: 6_000, QUOTED: 4_000, GROWING: 3_500, SMALL: 200}
 K = 20
 VALID_FROM = datetime.now(UTC) - timedelta(days=1)
-
-
-class FixedEmbedder:
-    """Every text embeds to the vector the test chose."""
-
-    def __init__(self, vector: list[float]) -> None:
-        self.vector = vector
-
-    @property
-    def dimensions(self) -> int:
-        return DIMENSIONS
-
-    def embed(self, texts: list[str]) -> list[list[float]]:
-        return [self.vector for _ in texts]
-
-    def embed_one(self, text: str) -> list[float] | None:
-        return self.vector
 
 
 @dataclass

@@ -27,29 +27,13 @@ from memory_core.read.context import ReadContext, build_read_context
 from memory_core.read.pipeline import retrieve
 from memory_core.read.signals import SignalRequest, run_signals
 from memory_core.settings import load_settings
+from tests.support.fixed_embedder import FixedEmbedder
 from tests.support.services import TestServices
 
 DIMENSIONS = 16
 SMALL, BIG = "slice-agent", "big-agent"
 K = 20
 VALID_FROM = datetime.now(UTC) - timedelta(days=1)
-
-
-class FixedEmbedder:
-    """Every text embeds to the vector the test chose."""
-
-    def __init__(self, vector: list[float]) -> None:
-        self.vector = vector
-
-    @property
-    def dimensions(self) -> int:
-        return DIMENSIONS
-
-    def embed(self, texts: list[str]) -> list[list[float]]:
-        return [self.vector for _ in texts]
-
-    def embed_one(self, text: str) -> list[float] | None:
-        return self.vector
 
 
 @dataclass
