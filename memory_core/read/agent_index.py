@@ -7,9 +7,9 @@ A table-wide HNSW index filters by agent only while it walks a graph of everyone
 1M-row table got ~30 of 200; so the schema has no such index since migration 0010). pgvector
 0.8's iterative index scans keep walking until enough of the agent's rows are found, but on the
 retrieve benchmark's 1M-fact table (docs/performance.md, "Vector search") that walk was both
-slower and far less accurate than the agent's own graph: recall@10 0.79-0.86 against 0.97-1.00,
-the statement 4-20 times slower at 10,000 and 100,000 facts, and every fact of every agent paid
-an insertion into a 1.8 GB graph. A partial index holds that agent's rows only, so every tuple it
+slower and far less accurate than the agent's own graph: recall@10 0.67-0.86 against 0.97-1.00,
+a 100,000-fact agent's retrieve 1.7-2x as long, and every fact of every agent paid an insertion
+into a 1.8 GB graph. A partial index holds that agent's rows only, so every tuple it
 yields is the agent's and a few milliseconds find the nearest ones.
 
 The keyword signal has the same shape of problem with the table-wide GIN index on
