@@ -66,9 +66,12 @@ def check_server(engine: Engine) -> ServerSupport:
     return support
 
 
-def ensure_extensions(engine: Engine) -> None:
-    """Create the extensions the service needs (pgvector, unaccent), or explain why this server cannot."""
-    support = check_server(engine)
+def ensure_extensions(engine: Engine, support: ServerSupport | None = None) -> None:
+    """Create the extensions the service needs (pgvector, unaccent), or explain why this server cannot.
+
+    ``support`` is what :func:`check_server` already read, when the caller has it.
+    """
+    support = support or check_server(engine)
     missing = [extension.name for extension in support.extensions if extension.installed is None]
     if not missing:
         return
@@ -101,7 +104,7 @@ def check_schema(engine: Engine, settings: Settings) -> None:
     """Raise :class:`DatabaseSchemaError` unless the database is migrated for these settings."""
     support = check_server(engine)
     if any(extension.installed is None for extension in support.extensions):
-        ensure_extensions(engine)
+        ensure_extensions(engine, support)
     revision = current_revision(engine)
     head = head_revision()
     if revision is None:

@@ -2,51 +2,27 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
 import signal
 import subprocess
-import threading
-import time
 from pathlib import Path
 
 import httpx
 import psutil
 
 from ops.rss import stack_processes
+from tests.support.ops_dev import running_ops_dev
 from tests.support.processes import PROJECT_ROOT, service_env
 from tests.support.services import free_port
-
-READY_LINE = "arandu is running"
-
-
-def _read_lines(stream: object, sink: list[str]) -> None:
-    for line in stream:  # type: ignore[attr-defined]
-        sink.append(line)
 
 
 def test_ops_dev_starts_everything_serves_probes_and_stops_on_sigint(tmp_path: Path) -> None:
     home = tmp_path / "home"
     api_port, flower_port = free_port(), free_port()
     env = service_env(home=home, api_port=api_port, flower_port=flower_port)
-    proc = subprocess.Popen(
-        [str(PROJECT_ROOT / "ops" / "dev"), "--no-demo"],
-        cwd=PROJECT_ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    output: list[str] = []
-    reader = threading.Thread(target=_read_lines, args=(proc.stdout, output), daemon=True)
-    reader.start()
-    try:
-        deadline = time.monotonic() + 120
-        while not any(READY_LINE in line for line in output):
-            assert proc.poll() is None, "ops/dev exited early:\n" + "".join(output)
-            assert time.monotonic() < deadline, "ops/dev not ready in time:\n" + "".join(output)
-            time.sleep(0.2)
-        banner = "".join(output)
+    with running_ops_dev(env, home, "--no-demo") as dev:
+        proc = dev.proc
+        dev.wait_ready(120)
+        banner = dev.printed
         api_key = (home / "dev-api-key").read_text().strip()
         flower_password = (home / "dev-flower-password").read_text().strip()
         assert api_key in banner
@@ -67,18 +43,10 @@ def test_ops_dev_starts_everything_serves_probes_and_stops_on_sigint(tmp_path: P
         assert "redis-server" in names
 
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(60) == 0, "".join(output)
+        assert proc.wait(60) == 0, dev.printed
         _, alive = psutil.wait_procs([p for p in started if p.pid != proc.pid], timeout=10)
         assert not alive, f"left behind: {[' '.join(p.cmdline()) for p in alive]}"
-        assert "stopped." in "".join(output)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        # Last resort so a failed run never leaks servers into the next one.
-        for leftover in stack_processes([], [home / "pg", home / "redis"]):
-            with contextlib.suppress(psutil.NoSuchProcess):
-                os.kill(leftover.pid, signal.SIGKILL)
+        assert "stopped." in dev.printed
 
 
 def test_ops_dev_on_a_postgresql_16_home_says_what_to_do_and_starts_nothing(tmp_path: Path) -> None:

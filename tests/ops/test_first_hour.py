@@ -8,11 +8,8 @@ import contextlib
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,13 +18,12 @@ import psutil
 import pytest
 
 from ops.demo import run_demo
-from ops.rss import stack_processes
+from tests.support.ops_dev import running_ops_dev
 from tests.support.processes import PROJECT_ROOT, service_env
 from tests.support.services import free_port
 from tests.support.walkthrough import Shell, parse_steps
 
 README = PROJECT_ROOT / "README.md"
-READY_LINE = "arandu is running"
 
 
 @dataclass(frozen=True)
@@ -60,45 +56,15 @@ class DevStack:
         raise AssertionError(f"no process of the stack runs {fragment!r}")
 
 
-def _read_lines(stream: object, sink: list[str]) -> None:
-    for line in stream:  # type: ignore[attr-defined]
-        sink.append(line)
-
-
 @pytest.fixture(scope="module")
 def dev_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevStack]:
     """``./ops/dev --no-demo`` on free ports in a fresh home (one API and one apply process, to spare the CPU)."""
     home = tmp_path_factory.mktemp("first-hour") / "home"
     api_port, flower_port = free_port(), free_port()
     env = service_env(home=home, api_port=api_port, flower_port=flower_port, api_processes=1, apply_processes=1)
-    proc = subprocess.Popen(
-        [str(PROJECT_ROOT / "ops" / "dev"), "--no-demo"],
-        cwd=PROJECT_ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    output: list[str] = []
-    threading.Thread(target=_read_lines, args=(proc.stdout, output), daemon=True).start()
-    try:
-        deadline = time.monotonic() + 150
-        while not any(READY_LINE in line for line in output):
-            assert proc.poll() is None, "ops/dev exited early:\n" + "".join(output)
-            assert time.monotonic() < deadline, "ops/dev not ready in time:\n" + "".join(output)
-            time.sleep(0.2)
-        yield DevStack(proc, home, api_port, flower_port, output)
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(60)
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        for leftover in stack_processes([], [home / "pg", home / "redis"]):
-            with contextlib.suppress(psutil.NoSuchProcess):
-                os.kill(leftover.pid, signal.SIGKILL)
+    with running_ops_dev(env, home, "--no-demo") as dev:
+        dev.wait_ready(150)
+        yield DevStack(dev.proc, home, api_port, flower_port, dev.output)
 
 
 def test_the_readme_walkthrough_runs_as_written_and_prints_what_it_shows(dev_stack: DevStack, tmp_path: Path) -> None:
