@@ -205,9 +205,9 @@ class MemoryEvent(Base):
     emotion_primary: Mapped[str | None] = mapped_column(String(32))
     emotion_intensity: Mapped[float | None] = mapped_column(Float)
     energy_level: Mapped[str | None] = mapped_column(String(16))
-    # The speaker and text as keywords are looked for in them (migration 0012): written by a
-    # trigger on insert; NULL for events older than the migration. Never loaded with the row.
-    keyword_doc: Mapped[str | None] = mapped_column(Text, deferred=True)
+    # The speaker and text stemmed for search (migration 0014, memory_core.db.text_search): written
+    # by a trigger on insert; NULL for events older than the migration. Never loaded with the row.
+    search_vector: Mapped[Any | None] = mapped_column(TSVECTOR, deferred=True)
     created_at: Mapped[datetime] = _created_at()
 
 

@@ -60,12 +60,14 @@ from memory_core.config import MemoryConfig
 from memory_core.db.driver_reads import fetch_all
 from memory_core.db.vectors import vector_param
 from memory_core.read.entities import TimeWindow
-from memory_core.read.planner import fold_words, keyword_haystack_sql, match_forms
-from memory_core.read.rank import KEYWORD_BLEND, RankedFact, recency_score, relevance
+from memory_core.db.text_search import event_search_vector_sql, word_is_searchable_sql, word_query_sql
+from memory_core.read.planner import fold_words
+from memory_core.read.rank import RankedFact, recency_score, relevance
 from memory_core.read.schemas import RetrievedEvent
 
 __all__ = [
     "EVENT_CANDIDATE_FACTOR",
+    "EVENT_KEYWORD_BLEND",
     "REPLY_TO_QUESTION_FACTOR",
     "REPLY_TO_STATEMENT_FACTOR",
     "fact_support",
@@ -74,6 +76,11 @@ __all__ = [
     "term_queries",
 ]
 
+# Weight of the keyword signal inside an event's relevance (the facts' is rank.KEYWORD_BLEND, 0.5).
+# The event signal is the stronger one: every word of the query, matched by stem, scaled so the
+# best-matching message scores 1. On the LoCoMo sample, events ranked by this signal and the
+# embedding alone (MiniLM): 0.5 -> recall@10 69.6, 0.7 -> 70.3, 0.85 -> 70.1, 1.0 -> 69.7.
+EVENT_KEYWORD_BLEND = 0.7
 # Candidates fetched per event returned (ties and the recency part can reorder them in Python).
 EVENT_CANDIDATE_FACTOR = 3
 # A reply's score as a share of its parent's: below it, so it never outranks the message that made
@@ -84,35 +91,38 @@ EVENT_CANDIDATE_FACTOR = 3
 REPLY_TO_QUESTION_FACTOR = 0.99
 REPLY_TO_STATEMENT_FACTOR = 0.85
 
-# ``doc``: the message as keywords are looked for in it, stored when it was written (migration
-# 0012), or built here for a message older than that migration.
+# ``doc``: the message's search document, stored when it was written (migration 0014), or built
+# here for a message older than that migration. ``terms``: each query word as a tsquery of its
+# stems; a word a configuration drops as a stop word, or with the stems of an earlier one, is left out.
 _CONVERSATIONS_SQL = """
 WITH recent AS (
     SELECT e.id, e.text, e.speaker, e.session_id, e.occurred_at, e.seq, e.message_id, e.importance,
-           e.embedding_vec, COALESCE(e.keyword_doc, {haystack}) AS doc
+           e.embedding_vec, COALESCE(e.search_vector, {document}) AS doc
     FROM memory_events e
     WHERE e.agent_id = :agent AND e.embedding_vec IS NOT NULL {session} {window}
     ORDER BY e.occurred_at DESC, e.seq DESC NULLS LAST, e.id DESC
     LIMIT :scan
 ),
-terms AS (
-    SELECT t.ord, t.word, t.folded
-    FROM unnest(CAST(:kw_words AS text[]), CAST(:kw_folded AS text[])) WITH ORDINALITY AS t(word, folded, ord)
+words AS (
+    SELECT DISTINCT ON (CAST(q AS text)) q, ord
+    FROM unnest(CAST(:words AS text[])) WITH ORDINALITY AS w(word, ord), LATERAL (SELECT {word_query} AS q) s
+    WHERE {searchable}
+    ORDER BY CAST(q AS text), ord
 ),
 hits AS (
-    SELECT r.id, t.ord FROM recent r
-    JOIN terms t ON strpos(r.doc, t.word) > 0 OR (t.folded <> t.word AND strpos(r.doc, t.folded) > 0)
+    SELECT r.id, w.ord FROM recent r JOIN words w ON r.doc @@ w.q
 ),
 idf AS (
-    SELECT t.ord,
+    SELECT w.ord,
            ln(1.0 + ((SELECT count(*) FROM recent) - count(h.id) + 0.5) / (count(h.id) + 0.5)) AS weight
-    FROM terms t LEFT JOIN hits h ON h.ord = t.ord
-    GROUP BY t.ord
+    FROM words w LEFT JOIN hits h ON h.ord = w.ord
+    GROUP BY w.ord
+),
+matched AS (
+    SELECT h.id, sum(i.weight) AS weight FROM hits h JOIN idf i ON i.ord = h.ord GROUP BY h.id
 ),
 kw AS (
-    SELECT h.id, sum(i.weight) / NULLIF((SELECT sum(weight) FROM idf), 0) AS keyword
-    FROM hits h JOIN idf i ON i.ord = h.ord
-    GROUP BY h.id
+    SELECT id, weight / NULLIF(max(weight) OVER (), 0) AS keyword FROM matched
 ),
 support AS (
     SELECT s.id, max(s.relevance) AS relevance
@@ -182,7 +192,7 @@ def relevant_conversations(
     session: Session,
     agent_id: str,
     query_vector: Sequence[float],
-    keywords: Sequence[str],
+    words: Sequence[str],
     config: MemoryConfig,
     *,
     now: datetime,
@@ -198,17 +208,12 @@ def relevant_conversations(
     """
     if config.topk_events <= 0 or config.event_max_scan <= 0:
         return []
-    forms = [match_forms(word) for word in keywords]
     params: dict[str, Any] = {
         "agent": agent_id,
         "vec": vector_param(query_vector),
         "scan": config.event_max_scan,
-        # The fact keyword signal's match: the word, as written or accent-folded, at the start of
-        # a word of the lower-cased text (strpos over a few hundred short messages costs far less
-        # than parsing them to tsvectors, or than ILIKE).
-        "kw_words": [plain for plain, _ in forms],
-        "kw_folded": [folded for _, folded in forms],
-        "keyword_blend": KEYWORD_BLEND,
+        "words": list(words),
+        "keyword_blend": EVENT_KEYWORD_BLEND,
         "min_relevance": config.min_similarity,
         "candidates": config.topk_events * EVENT_CANDIDATE_FACTOR,
         "support_ids": list((support or {}).keys()),
@@ -225,7 +230,9 @@ def relevant_conversations(
         params["as_of_end"] = window.end
     replies = config.event_reply_context
     sql = _CONVERSATIONS_SQL.format(
-        haystack=keyword_haystack_sql("coalesce(e.speaker, '') || ' ' || e.text"),
+        document=event_search_vector_sql("e.speaker", "e.text"),
+        word_query=word_query_sql("w.word"),
+        searchable=word_is_searchable_sql("w.word"),
         session=session_sql,
         window=window_sql,
         reply_columns=_REPLY_COLUMNS if replies else "",

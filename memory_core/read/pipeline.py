@@ -496,7 +496,7 @@ def _start_events(
             events_session,
             run.agent_id,
             vector,
-            run.plan.keywords,
+            run.plan.words,
             config,
             now=run.now,
             session_id=run.session_id,

@@ -26,6 +26,7 @@ from functools import lru_cache
 from typing import Literal
 
 __all__ = [
+    "LEXICAL_MAX_WORDS",
     "PatternQuery",
     "RetrievalPlan",
     "Strategy",
@@ -542,6 +543,10 @@ _KEYWORD_STOP_WORDS = frozenset(
 )
 
 
+# Words of a query matched against the messages (a 4 KiB query has hundreds; the first ones carry it).
+LEXICAL_MAX_WORDS = 32
+
+
 def keyword_terms(query: str, *, min_chars: int = 3, max_terms: int = 5) -> list[str]:
     """The query's significant words for the keyword signal: > 2 chars, not stop words, first 5, distinct.
 
@@ -586,6 +591,9 @@ class RetrievalPlan:
     as_of_range: tuple[datetime, datetime] | None = None
     latency_ms: float = 0.0
     keywords: tuple[str, ...] = field(default_factory=tuple)
+    # Every significant word of the query (up to LEXICAL_MAX_WORDS): relevant conversations match
+    # them by stem (memory_core.read.conversations).
+    words: tuple[str, ...] = field(default_factory=tuple)
 
     def summary(self) -> dict[str, object]:
         """JSON-friendly form for the trace."""
@@ -597,6 +605,7 @@ class RetrievalPlan:
             "candidate_prefixes": list(self.candidate_prefixes),
             "broad_query": self.broad_query,
             "keywords": list(self.keywords),
+            "words": list(self.words),
             "max_facts": self.max_facts,
             "latency_ms": round(self.latency_ms, 3),
         }
@@ -632,6 +641,7 @@ def plan_retrieval(
         reason=reason,
         max_facts=max_facts,
         keywords=tuple(keyword_terms(query_text, min_chars=keyword_min_chars, max_terms=keyword_max_terms)),
+        words=tuple(keyword_terms(query_text, min_chars=2, max_terms=LEXICAL_MAX_WORDS)),
         latency_ms=(time.perf_counter() - started) * 1000.0,
     )
 

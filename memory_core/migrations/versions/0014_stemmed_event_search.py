@@ -1,0 +1,101 @@
+"""Messages are searched by stem: ``memory_events.search_vector`` (English and Portuguese stems, unaccented).
+
+Relevant conversations matched the query's five "keywords" as word prefixes of the lower-cased
+text (``keyword_doc``, migration 0012): "research" found "researching" but "went" never found
+"go", "adopting" never found "adoption", and the rest of the question was ignored. Measured on the
+LoCoMo sample, an inverse-document-frequency match of every word of the question against the
+messages' stems ranks the evidence better than that signal and the embedding together did
+(docs/retrieval-quality.md).
+
+Two text-search configurations, ``arandu_english`` and ``arandu_portuguese``: the built-in
+Snowball stemmers with their stop words, behind the contrib ``unaccent`` dictionary (created by
+0013). ``search_vector`` holds a message's speaker and text under both
+(memory_core.db.text_search.event_search_vector_sql), written by the database before an insert or
+an update of ``text`` or ``speaker`` (``arandu_event_search_vector``, in place of 0012's trigger), so every
+writer (the API, imports, COPY) fills it. As 0012 did, the column is added without a default
+(no table rewrite) and existing events are not backfilled: the read computes the document of an
+event without one. ``keyword_doc`` is dropped (nothing reads it any more).
+
+Downgrade restores ``keyword_doc`` and its trigger (unfilled: the old read path computes it for
+rows without one), drops ``search_vector`` and the two configurations.
+
+Revision ID: 0014
+Revises: 0013
+Create Date: 2026-12-07 03:00:00
+"""
+
+from collections.abc import Sequence
+
+from alembic import op
+
+revision: str = "0014"
+down_revision: str | None = "0013"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+# Written out rather than imported: a migration keeps the expressions it was written with.
+_CONFIGS = {"arandu_english": "english_stem", "arandu_portuguese": "portuguese_stem"}
+_DOCUMENT = "coalesce(NEW.speaker, '') || ' ' || NEW.text"
+_SEARCH_VECTOR = " || ".join(f"to_tsvector('{config}'::regconfig, {_DOCUMENT})" for config in _CONFIGS)
+_HAYSTACK = (
+    "' ' || replace(replace(replace(replace(replace(replace(replace(replace(replace(replace(replace("
+    "lower(coalesce(NEW.speaker, '') || ' ' || NEW.text), '(', ' '), '[', ' '), '{', ' '), '\"', ' '), "
+    "'''', ' '), '\u201c', ' '), '\u2018', ' '), '-', ' '), '/', ' '), '\u00bf', ' '), '\u00a1', ' ')"
+)
+
+
+def _trigger(name: str, column: str, expression: str) -> None:
+    """``arandu_event_<name>()`` fills ``column`` with ``expression`` before an insert or a change of text or speaker."""
+    op.execute(
+        f"""
+        CREATE OR REPLACE FUNCTION arandu_event_{name}() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            NEW.{column} := {expression};
+            RETURN NEW;
+        END
+        $$
+        """
+    )
+    op.execute(
+        f"CREATE OR REPLACE TRIGGER trg_memory_events_{name} BEFORE INSERT OR UPDATE OF text, speaker "
+        f"ON memory_events FOR EACH ROW EXECUTE FUNCTION arandu_event_{name}()"
+    )
+
+
+def _drop_trigger(name: str) -> None:
+    op.execute(f"DROP TRIGGER IF EXISTS trg_memory_events_{name} ON memory_events")
+    op.execute(f"DROP FUNCTION IF EXISTS arandu_event_{name}()")
+
+
+def upgrade() -> None:
+    op.execute("CREATE EXTENSION IF NOT EXISTS unaccent")
+    for config, stemmer in _CONFIGS.items():
+        language = stemmer.removesuffix("_stem")
+        op.execute(
+            f"""
+            DO $$
+            BEGIN
+                IF NOT EXISTS (SELECT 1 FROM pg_ts_config WHERE cfgname = '{config}'
+                               AND cfgnamespace = current_schema()::regnamespace) THEN
+                    CREATE TEXT SEARCH CONFIGURATION {config} (COPY = pg_catalog.{language});
+                    ALTER TEXT SEARCH CONFIGURATION {config}
+                        ALTER MAPPING FOR asciiword, asciihword, hword_asciipart, word, hword, hword_part
+                        WITH unaccent, {stemmer};
+                END IF;
+            END
+            $$
+            """
+        )
+    op.execute("ALTER TABLE memory_events ADD COLUMN IF NOT EXISTS search_vector tsvector")
+    _drop_trigger("keyword_doc")
+    _trigger("search_vector", "search_vector", _SEARCH_VECTOR)
+    op.execute("ALTER TABLE memory_events DROP COLUMN IF EXISTS keyword_doc")
+
+
+def downgrade() -> None:
+    op.execute("ALTER TABLE memory_events ADD COLUMN IF NOT EXISTS keyword_doc text")
+    _drop_trigger("search_vector")
+    _trigger("keyword_doc", "keyword_doc", _HAYSTACK)
+    op.execute("ALTER TABLE memory_events DROP COLUMN IF EXISTS search_vector")
+    for config in _CONFIGS:
+        op.execute(f"DROP TEXT SEARCH CONFIGURATION IF EXISTS {config}")
