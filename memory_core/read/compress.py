@@ -64,6 +64,8 @@ class ContextFact:
     text: str
     score: float
     cluster_id: str | None = None
+    # The message the fact was said in: left out of the facts when that message is shown.
+    source_event_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +76,7 @@ class ContextEvent:
     occurred_at: datetime
     # The reply to the event listed before it (retrieval's reply context): shown under it.
     reply: bool = False
+    event_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,9 +195,11 @@ def _assemble(fact_lines: list[str], pattern_lines: list[str], event_lines: list
 
 def _cold_lines(
     patterns: Sequence[ContextPattern], events: Sequence[ContextEvent], config: MemoryConfig
-) -> tuple[list[str], list[str]]:
+) -> tuple[list[str], list[str], list[str | None]]:
+    """The patterns' and events' lines, and the event id of each event line."""
     pattern_lines = [f"- {_cut(p.text, PATTERN_MAX_CHARS)}" for p in patterns if p.text.strip()]
     event_lines: list[str] = []
+    event_ids: list[str | None] = []
     shown_parent = False
     for event in events:
         if event.reply:
@@ -206,15 +211,21 @@ def _cold_lines(
             if not shown_parent:
                 continue
         event_lines.append(_event_line(event, config.context_event_max_chars, config.tz))
-    return pattern_lines, event_lines
+        event_ids.append(event.event_id)
+    return pattern_lines, event_lines, event_ids
 
 
-def _split_cold(pattern_lines: list[str], event_lines: list[str], budget: int) -> tuple[list[str], list[str]]:
+def _split_cold(
+    pattern_lines: list[str], event_lines: list[str], budget: int, event_ids: Sequence[str | None] = ()
+) -> tuple[list[str], list[str], set[str]]:
+    """The pattern and event lines that fit ``budget``, and the ids of the events kept."""
     kept = _fill_cold([*pattern_lines, *event_lines], budget)
     count = len(pattern_lines)
+    shown = {event_id for event_id, fits in zip(event_ids, kept[count:], strict=False) if fits and event_id}
     return (
         [line for line, fits in zip(pattern_lines, kept[:count], strict=True) if fits],
         [line for line, fits in zip(event_lines, kept[count:], strict=True) if fits],
+        shown,
     )
 
 
@@ -247,8 +258,29 @@ def compress_context(
     *,
     patterns: Sequence[ContextPattern] = (),
 ) -> CompressedContext:
-    """The tiered context of ranked ``facts`` (best first), ``patterns`` and ``events``."""
-    pattern_lines, event_lines = _cold_lines(patterns, events, config)
+    """The tiered context of ranked ``facts`` (best first), ``patterns`` and ``events``.
+
+    A fact said in a message the context shows under "Relevant conversations" is not listed
+    among the facts too: the message says it, with its speaker and date, and the room goes to
+    the next facts.
+    """
+    context, shown = _compress_once(facts, events, config, patterns)
+    repeated = [fact for fact in facts if fact.source_event_id is not None and fact.source_event_id in shown]
+    if not repeated:
+        return context
+    said_elsewhere = [fact for fact in facts if fact.source_event_id is None or fact.source_event_id not in shown]
+    context, _ = _compress_once(said_elsewhere, events, config, patterns)
+    return context
+
+
+def _compress_once(
+    facts: Sequence[ContextFact],
+    events: Sequence[ContextEvent],
+    config: MemoryConfig,
+    patterns: Sequence[ContextPattern],
+) -> tuple[CompressedContext, set[str]]:
+    """:func:`compress_context` without leaving out repeated facts; also the ids of the events shown."""
+    pattern_lines, event_lines, event_ids = _cold_lines(patterns, events, config)
     cold_demand = sum(len(line) + 1 for line in [*pattern_lines, *event_lines])
     budget = _budget(config, cold_demand)
 
@@ -276,9 +308,9 @@ def compress_context(
         warm_count += 1
 
     spare = max(0, budget.hot + budget.warm - hot_used - warm_used)
-    pattern_lines, event_lines = _split_cold(pattern_lines, event_lines, budget.cold + spare)
+    pattern_lines, event_lines, shown = _split_cold(pattern_lines, event_lines, budget.cold + spare, event_ids)
     omitted = sum(1 for fact in facts if fact.text.strip()) - hot_count - warm_count
-    return _finish(
+    context = _finish(
         fact_lines,
         pattern_lines,
         event_lines,
@@ -287,6 +319,7 @@ def compress_context(
         omitted=omitted,
         config=config,
     )
+    return context, shown
 
 
 def compress_broad_context(
@@ -313,7 +346,7 @@ def compress_broad_context(
     if not grouped:
         return compress_context(facts, events, config, patterns=patterns)
 
-    pattern_lines, event_lines = _cold_lines(patterns, events, config)
+    pattern_lines, event_lines, _ = _cold_lines(patterns, events, config)
     cold_demand = sum(len(line) + 1 for line in [*pattern_lines, *event_lines])
     budget = _budget(config, cold_demand)
     fact_budget = budget.hot + budget.warm
@@ -343,7 +376,7 @@ def compress_broad_context(
             else:
                 warm_count += 1
     spare = max(0, fact_budget - used)
-    pattern_lines, event_lines = _split_cold(pattern_lines, event_lines, budget.cold + spare)
+    pattern_lines, event_lines, _ = _split_cold(pattern_lines, event_lines, budget.cold + spare)
     total_facts = sum(1 for fact in facts if fact.text.strip())
     return _finish(
         fact_lines,

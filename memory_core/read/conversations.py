@@ -199,12 +199,14 @@ def relevant_conversations(
     session_id: str | None = None,
     window: TimeWindow | None = None,
     support: Mapping[str, float] | None = None,
+    message_relevance: dict[str, float] | None = None,
 ) -> list[RetrievedEvent]:
     """The ``topk_events`` past messages that best answer the query, best first, scored like facts.
 
     ``support`` maps event ids to the relevance of the best candidate fact extracted from them:
     a fact that answers the query is evidence that the message it came from does too, so the
-    message's relevance is the probabilistic OR of its own and its facts'.
+    message's relevance is the probabilistic OR of its own and its facts'. ``message_relevance``,
+    when given, receives every candidate message's own relevance (without that support) by id.
     """
     if config.topk_events <= 0 or config.event_max_scan <= 0:
         return []
@@ -239,6 +241,12 @@ def relevant_conversations(
         reply_join=_REPLY_JOIN.format(reply_window=reply_window_sql) if replies else "",
     )
     rows = fetch_all(session, sql, params)
+    if message_relevance is not None:
+        # Each candidate message's own relevance (its facts' support left out): the message
+        # signal of the facts said in it (memory_core.read.pipeline).
+        for row in rows:
+            own = 1.0 - (1.0 - min(1.0, float(row.similarity))) * (1.0 - EVENT_KEYWORD_BLEND * float(row.keyword))
+            message_relevance[str(row.id)] = own
     half_life = float(config.recency_half_life_days)
     weights = config.score_weights
     scored: list[tuple[float, Any]] = []

@@ -55,6 +55,7 @@ from memory_core.read.entities import (
 )
 from memory_core.read.focus import weigh_graph_nodes
 from memory_core.read.keywords import counts_to_fold, keyword_weights, reweigh_keywords
+from memory_core.read.message_signal import facts_said_in, set_message_signal
 from memory_core.read.planner import RetrievalPlan, finalize_plan, plan_retrieval
 from memory_core.read.rank import RankedFact, merge_candidates, rank_candidates, sort_ranked
 from memory_core.read.rank import select_final as select_final_facts
@@ -170,6 +171,8 @@ class _ReadOutcome:
     total_candidates: int = 0
     # True when the relevant conversations were read on a side connection beside spreading.
     events_beside: bool = False
+    # Each candidate message's own relevance, by event id (memory_core.read.message_signal).
+    message_relevance: dict[str, float] = field(default_factory=dict)
 
 
 def _optional(run: _Run, session: Session, *, stage: str, consequence: str, work: Callable[[], T], default: T) -> T:
@@ -430,6 +433,8 @@ def _read_stages(
             reweigh_keywords(fresh, run.plan.keywords, keyword_idf, request.entity_patterns)
         outcome.ranked = sort_ranked([*outcome.ranked, *rank_candidates(fresh, config, run.now)])
     outcome.total_candidates = len(merged) + len(fresh)
+    if outcome.message_relevance:
+        outcome.ranked = _with_message_signal(run, session, outcome, request.filter_keys, keyword_idf)
 
     pool = outcome.ranked[: config.reranker_candidate_multiplier * config.topk_facts]
     outcome.extras = _optional(
@@ -450,6 +455,39 @@ def _read_stages(
         default=ContextExtras(),
     )
     return outcome
+
+
+def _with_message_signal(
+    run: _Run,
+    session: Session,
+    outcome: _ReadOutcome,
+    filter_keys: Sequence[str] | None,
+    keyword_idf: Sequence[float] | None,
+) -> list[RankedFact]:
+    """The ranked facts again, with the message signal, and the facts of relevant messages no signal found."""
+    candidates = [fact.candidate for fact in outcome.ranked]
+    set_message_signal(candidates, outcome.message_relevance)
+    said = _optional(
+        run,
+        session,
+        stage="message_facts",
+        consequence="facts of relevant messages that no other signal found are missing",
+        work=lambda: facts_said_in(
+            session,
+            run.agent_id,
+            outcome.message_relevance,
+            (candidate.fact_id for candidate in candidates),
+            run.config,
+            window=run.window,
+            session_id=run.session_id,
+            filter_keys=filter_keys,
+        ),
+        default=[],
+    )
+    if said and keyword_idf is not None:
+        reweigh_keywords(said, run.plan.keywords, keyword_idf)
+    outcome.total_candidates += len(said)
+    return rank_candidates([*candidates, *said], run.config, run.now)
 
 
 def _plans_generically_from_expansion(
@@ -502,6 +540,7 @@ def _start_events(
             session_id=run.session_id,
             window=run.window,
             support=support,
+            message_relevance=outcome.message_relevance,
         )
 
     side = _side_submit(run) if outcome.signals is not None and outcome.signals.statements == 2 else None
@@ -560,11 +599,18 @@ def _compress(
     run: _Run, facts: list[RankedFact], events: list[RetrievedEvent], extras: ContextExtras
 ) -> CompressedContext:
     context_facts = [
-        ContextFact(text=fact.candidate.fact_text, score=fact.score, cluster_id=fact.candidate.cluster_id)
+        ContextFact(
+            text=fact.candidate.fact_text,
+            score=fact.score,
+            cluster_id=fact.candidate.cluster_id,
+            source_event_id=fact.candidate.source_event_id,
+        )
         for fact in facts
     ]
     context_events = [
-        ContextEvent(text=event.text, occurred_at=event.occurred_at, reply=event.reply_to is not None)
+        ContextEvent(
+            text=event.text, occurred_at=event.occurred_at, reply=event.reply_to is not None, event_id=event.event_id
+        )
         for event in events
     ]
     if run.plan.broad_query and extras.clusters:

@@ -40,6 +40,7 @@ from memory_core.config import MemoryConfig
 __all__ = [
     "GRAPH_BLEND",
     "KEYWORD_BLEND",
+    "MESSAGE_BLEND",
     "Candidate",
     "RankedFact",
     "candidate_importance",
@@ -58,6 +59,9 @@ __all__ = [
 # Weight of the keyword and graph signals inside ``relevance`` (ours; the seeds give none).
 KEYWORD_BLEND = 0.5
 GRAPH_BLEND = 0.6
+# Weight of the message signal: how relevant the message a fact was said in is to the query
+# (memory_core.read.conversations scores the agent's latest messages; ours).
+MESSAGE_BLEND = 0.85
 
 # Pattern signal: reinforcement saturates at this many confirmations; a confirmation's effect
 # halves every PATTERN_CONFIRMATION_HALF_LIFE_DAYS (ours).
@@ -245,6 +249,8 @@ class Candidate:
     semantic: float = 0.0
     keyword: float = 0.0
     graph: float = 0.0
+    # Relevance of the message the fact was said in, when relevant conversations scored it.
+    message: float = 0.0
     sources: set[str] = field(default_factory=set)
 
     def absorb(self, other: Candidate) -> None:
@@ -252,6 +258,7 @@ class Candidate:
         self.semantic = max(self.semantic, other.semantic)
         self.keyword = max(self.keyword, other.keyword)
         self.graph = max(self.graph, other.graph)
+        self.message = max(self.message, other.message)
         self.sources |= other.sources
 
 
@@ -366,6 +373,9 @@ class _Scorer:
         related = 1.0 - (1.0 - _unit(semantic)) * (1.0 - _unit(keyword) * KEYWORD_BLEND) * (
             1.0 - _unit(graph) * GRAPH_BLEND
         )
+        message = candidate.message
+        if message > 0.0:
+            related = 1.0 - (1.0 - related) * (1.0 - _unit(message) * MESSAGE_BLEND)
         weighted = self.w_semantic * related + self.w_recency * recency + self.w_importance * _unit(importance)
         formula = round(_unit(weighted + pattern), 6)
         # Only the formula is rounded here (it orders the facts); the answer rounds the breakdown
@@ -374,6 +384,7 @@ class _Scorer:
             "semantic": semantic if semantic > 0.0 else 0.0,
             "keyword": keyword,
             "graph": graph,
+            "message": message,
             "recency": recency,
             "importance": importance,
             "confidence": confidence,

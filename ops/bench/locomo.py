@@ -234,13 +234,17 @@ def ranked_ids(answer: Any, event_ids: Mapping[str, str]) -> tuple[list[tuple[st
     """Distinct message ids in rank order with the characters spent to reach each; other orderings.
 
     The rank order is facts and relevant-conversation events merged by ``score`` (retrieval puts
-    both on one scale, and the context budget is spent in that order; facts first on ties).
+    both on one scale, and the context budget is spent in that order; facts first on ties). A
+    fact said in one of the returned messages costs nothing: the context string leaves it out
+    (the message says it; memory_core.read.compress).
     """
     scored: list[tuple[float, int, str | None, str]] = []
     fact_ids: list[str | None] = []
+    shown = {str(event.event_id) for event in answer.events}
     for fact in answer.facts:
         message_id = fact.message_id or event_ids.get(str(fact.source_event_id or ""))
-        scored.append((fact.score, 0, message_id, fact.fact_text))
+        body = "" if str(fact.source_event_id or "") in shown else fact.fact_text
+        scored.append((fact.score, 0, message_id, body))
         fact_ids.append(message_id)
     event_only: list[str | None] = []
     for event in answer.events:
@@ -641,7 +645,8 @@ def run_locomo_benchmark(
             "reranker). Ranked ids: the message_id of each returned fact's source event and of each "
             "relevant-conversation event, facts and events merged by score (one formula scores both), repeats "
             "removed. "
-            f"Tokens: characters of every item read until the {TOKENS_AT}th distinct id, / {CHARS_PER_TOKEN}.",
+            f"Tokens: characters of every item read until the {TOKENS_AT}th distinct id, / {CHARS_PER_TOKEN}; a "
+            "fact said in one of the returned messages counts nothing (the context string leaves it out).",
         )
         missed = [name for name, held in targets.items() if not held]
         notes.append("Targets missed: " + ", ".join(missed) + "." if missed else "Every target was met.")
