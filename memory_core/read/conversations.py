@@ -58,9 +58,9 @@ from sqlalchemy.orm import Session
 
 from memory_core.config import MemoryConfig
 from memory_core.db.driver_reads import fetch_all
+from memory_core.db.text_search import event_search_vector_sql, word_is_searchable_sql, word_query_sql
 from memory_core.db.vectors import vector_param
 from memory_core.read.entities import TimeWindow
-from memory_core.db.text_search import event_search_vector_sql, word_is_searchable_sql, word_query_sql
 from memory_core.read.planner import fold_words
 from memory_core.read.rank import RankedFact, recency_score, relevance
 from memory_core.read.schemas import RetrievedEvent

@@ -43,8 +43,7 @@ def set_message_signal(candidates: Iterable[Candidate], message_relevance: Mappi
     """Give each candidate the relevance of the message it was said in (0 when that message was not scored)."""
     for candidate in candidates:
         value = message_relevance.get(candidate.source_event_id or "", 0.0)
-        if value > candidate.message:
-            candidate.message = value
+        candidate.message = max(candidate.message, value)
         if candidate.message > 0.0:
             candidate.sources.add("message")
 

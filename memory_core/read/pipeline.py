@@ -57,7 +57,7 @@ from memory_core.read.focus import weigh_graph_nodes
 from memory_core.read.keywords import counts_to_fold, keyword_weights, reweigh_keywords
 from memory_core.read.message_signal import facts_said_in, set_message_signal
 from memory_core.read.planner import RetrievalPlan, finalize_plan, plan_retrieval
-from memory_core.read.rank import RankedFact, merge_candidates, rank_candidates, sort_ranked
+from memory_core.read.rank import Candidate, RankedFact, merge_candidates, rank_candidates, sort_ranked
 from memory_core.read.rank import select_final as select_final_facts
 from memory_core.read.read_transaction import begin_read, plan_generically
 from memory_core.read.rerank import RerankOutcome, rerank
@@ -467,7 +467,7 @@ def _with_message_signal(
     """The ranked facts again, with the message signal, and the facts of relevant messages no signal found."""
     candidates = [fact.candidate for fact in outcome.ranked]
     set_message_signal(candidates, outcome.message_relevance)
-    said = _optional(
+    said: list[Candidate] = _optional(
         run,
         session,
         stage="message_facts",

@@ -45,7 +45,7 @@ _HAYSTACK = (
 
 
 def _trigger(name: str, column: str, expression: str) -> None:
-    """``arandu_event_<name>()`` fills ``column`` with ``expression`` before an insert or a change of text or speaker."""
+    """``arandu_event_<name>()`` fills ``column`` with ``expression`` on insert and on a change of text or speaker."""
     op.execute(
         f"""
         CREATE OR REPLACE FUNCTION arandu_event_{name}() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -84,7 +84,7 @@ def upgrade() -> None:
                 END IF;
             END
             $$
-            """
+            """  # noqa: S608 - fixed names from _CONFIGS, no input
         )
     op.execute("ALTER TABLE memory_events ADD COLUMN IF NOT EXISTS search_vector tsvector")
     _drop_trigger("keyword_doc")

@@ -147,3 +147,31 @@ def test_a_reply_is_shown_under_its_parent_and_only_with_it() -> None:
     # A reply whose parent has no text is not shown on its own.
     blank = [ContextEvent(text="  ", occurred_at=DAY), ContextEvent(text="Orphan.", occurred_at=DAY, reply=True)]
     assert compress_context([], blank, CONFIG).context_text == ""
+
+
+def test_a_fact_said_in_a_shown_message_is_not_repeated_and_its_room_goes_to_the_next() -> None:
+    facts = [
+        ContextFact(text="Caroline went to a support group", score=0.9, source_event_id="e1"),
+        ContextFact(text="Caroline likes hiking", score=0.8, source_event_id="e2"),
+        ContextFact(text="Caroline has a dog", score=0.7),
+    ]
+    events = [ContextEvent(text="I went to a support group yesterday", occurred_at=DAY, event_id="e1")]
+
+    compressed = compress_context(facts, events, CONFIG)
+
+    assert "Caroline went to a support group" not in compressed.context_text
+    assert "- Caroline likes hiking\n- Caroline has a dog" in compressed.context_text
+    assert "- (2026-03-28) I went to a support group yesterday" in compressed.context_text
+    assert compressed.hot_count == 2
+
+
+def test_a_fact_whose_message_did_not_fit_the_budget_stays() -> None:
+    config = MemoryConfig(context_max_tokens=60)
+    facts = [ContextFact(text="Caroline went to a support group", score=0.9, source_event_id="e1")]
+    # The message is too long for what the facts leave of the budget: it is cut, so the fact must stay.
+    events = [ContextEvent(text="word " * 400, occurred_at=DAY, event_id="e1")]
+
+    compressed = compress_context(facts, events, config)
+
+    assert "Relevant conversations:" not in compressed.context_text
+    assert "- Caroline went to a support group" in compressed.context_text
