@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from sqlalchemy import create_engine, inspect, text
+from sqlalchemy import Connection, create_engine, inspect, text
 from sqlalchemy.exc import IntegrityError
 
 from memory_core.db.migrate import (
@@ -16,6 +16,7 @@ from memory_core.db.migrate import (
     head_revision,
     upgrade,
 )
+from memory_core.db.text_search import event_search_vector_sql, word_query_sql
 from memory_core.read.planner import keyword_haystack
 from memory_core.settings import load_settings
 from tests.support.services import TestServices
@@ -292,7 +293,8 @@ def test_links_carry_their_facts_ranking_columns_and_follow_their_changes(servic
         engine.dispose()
 
 
-def test_events_keep_their_keyword_document_as_the_read_path_builds_it(services: TestServices) -> None:
+def test_events_keep_their_keyword_document_from_0012_until_0014(services: TestServices) -> None:
+    # Migration 0012's keyword document, read by relevant conversations until 0014 replaced it.
     url = services.new_database()
     settings = load_settings(database_url=url, embedding_dimensions=384)
     engine = create_engine(url)
@@ -309,7 +311,7 @@ def test_events_keep_their_keyword_document_as_the_read_path_builds_it(services:
         upgrade(settings, "0011")
         with engine.begin() as conn:
             before = conn.execute(insert, {"text": "antes da migração", "speaker": "Ana"}).scalar()
-        upgrade(settings)
+        upgrade(settings, "0013")
         with engine.begin() as conn:
             # Not backfilled: the read builds the document of an older event itself.
             assert conn.execute(document, {"id": before}).scalar() is None
@@ -327,6 +329,111 @@ def test_events_keep_their_keyword_document_as_the_read_path_builds_it(services:
         assert "keyword_doc" not in columns
         with engine.begin() as conn:
             conn.execute(insert, {"text": "depois do downgrade", "speaker": "Ana"})
+    finally:
+        engine.dispose()
+
+
+def test_events_get_a_stemmed_search_document_from_0014_and_their_keyword_one_back_below_it(
+    services: TestServices,
+) -> None:
+    url = services.new_database()
+    settings = load_settings(database_url=url, embedding_dimensions=384)
+    engine = create_engine(url)
+    insert = text(
+        "INSERT INTO memory_events (agent_id, text, speaker) VALUES ('agent-stems', :text, :speaker) RETURNING id"
+    )
+    stored = text("SELECT CAST(search_vector AS text) FROM memory_events WHERE id = :id")
+    # What the read path builds for a message without a stored document (memory_core.db.text_search).
+    built = text(f"SELECT CAST({event_search_vector_sql('CAST(:speaker AS text)', 'CAST(:text AS text)')} AS text)")
+    matching = text(
+        "SELECT text FROM memory_events WHERE agent_id = 'agent-stems' "
+        f"AND search_vector @@ ({word_query_sql('CAST(:word AS text)')}) ORDER BY text"
+    )
+    keyword_doc = text("SELECT keyword_doc FROM memory_events WHERE id = :id")
+
+    def names(conn: Connection, sql: str) -> set[str]:
+        return set(conn.execute(text(sql)).scalars())
+
+    triggers = "SELECT tgname FROM pg_trigger WHERE tgrelid = 'memory_events'::regclass AND NOT tgisinternal"
+    functions = "SELECT proname FROM pg_proc WHERE proname LIKE 'arandu_event%'"
+    configs = "SELECT cfgname FROM pg_ts_config WHERE cfgname LIKE 'arandu%'"
+    messages = [
+        ("Caroline", "I've been researching adoption agencies"),
+        ("Ana", "Eu pesquisei a Vertix em São Paulo"),
+        ("Éric O'Neil", "We adopted (a) dog"),
+        ("", ""),
+    ]
+    try:
+        upgrade(settings, "0013")
+        with engine.begin() as conn:
+            before = conn.execute(insert, {"text": "antes da migração", "speaker": "Ana"}).scalar()
+            assert conn.execute(keyword_doc, {"id": before}).scalar() == keyword_haystack("Ana antes da migração")
+        upgrade(settings)
+        columns = {column["name"] for column in inspect(engine).get_columns("memory_events")}
+        assert "search_vector" in columns
+        assert "keyword_doc" not in columns
+        with engine.begin() as conn:
+            assert names(conn, triggers) >= {"trg_memory_events_search_vector"}
+            assert "trg_memory_events_keyword_doc" not in names(conn, triggers)
+            assert names(conn, functions) == {"arandu_event_search_vector"}
+            assert names(conn, configs) == {"arandu_search", "arandu_english", "arandu_portuguese"}
+            # Not backfilled: the read builds the document of an older event itself.
+            assert conn.execute(stored, {"id": before}).scalar() is None
+            for speaker, message in messages:
+                event_id = conn.execute(insert, {"text": message, "speaker": speaker}).scalar()
+                expected = conn.execute(built, {"text": message, "speaker": speaker}).scalar()
+                assert conn.execute(stored, {"id": event_id}).scalar() == expected, (speaker, message)
+            # Stems of either language, accents folded, the speaker searched too.
+            assert conn.execute(matching, {"word": "researched"}).scalars().all() == [messages[0][1]]
+            assert conn.execute(matching, {"word": "adopting"}).scalars().all() == [messages[0][1], messages[2][1]]
+            assert conn.execute(matching, {"word": "pesquisando"}).scalars().all() == [messages[1][1]]
+            assert conn.execute(matching, {"word": "sao"}).scalars().all() == [messages[1][1]]
+            assert conn.execute(matching, {"word": "eric"}).scalars().all() == [messages[2][1]]
+            # Another column changed: the document is not written (an older event keeps none).
+            conn.execute(text("UPDATE memory_events SET importance = 0.9 WHERE id = :id"), {"id": before})
+            assert conn.execute(stored, {"id": before}).scalar() is None
+            # A corrected text, or speaker, gets its document again.
+            conn.execute(text("UPDATE memory_events SET text = 'Pesquisamos (tudo)' WHERE id = :id"), {"id": before})
+            again = conn.execute(built, {"text": "Pesquisamos (tudo)", "speaker": "Ana"}).scalar()
+            assert conn.execute(stored, {"id": before}).scalar() == again
+            conn.execute(text("UPDATE memory_events SET speaker = 'Bruno' WHERE id = :id"), {"id": before})
+            assert conn.execute(matching, {"word": "bruno"}).scalars().all() == ["Pesquisamos (tudo)"]
+        # The database passes the start-up check (the model's column matches).
+        check_schema(engine, settings)
+
+        downgrade(settings, "0013")
+        columns = {column["name"] for column in inspect(engine).get_columns("memory_events")}
+        assert "keyword_doc" in columns
+        assert "search_vector" not in columns
+        with engine.begin() as conn:
+            assert "trg_memory_events_keyword_doc" in names(conn, triggers)
+            assert "trg_memory_events_search_vector" not in names(conn, triggers)
+            assert names(conn, functions) == {"arandu_event_keyword_doc"}
+            # 0013's configuration stays: the facts' search_vector is made with it.
+            assert names(conn, configs) == {"arandu_search"}
+            # Events written under 0014 have no keyword document: the old read path builds it.
+            assert conn.execute(keyword_doc, {"id": before}).scalar() is None
+            for speaker, message in messages:
+                event_id = conn.execute(insert, {"text": message, "speaker": speaker}).scalar()
+                assert conn.execute(keyword_doc, {"id": event_id}).scalar() == keyword_haystack(f"{speaker} {message}")
+            conn.execute(text("UPDATE memory_events SET text = 'Outra (coisa)' WHERE id = :id"), {"id": before})
+            assert conn.execute(keyword_doc, {"id": before}).scalar() == keyword_haystack("Bruno Outra (coisa)")
+            below = conn.execute(insert, {"text": "I researched it", "speaker": "Ana"}).scalar()
+
+        upgrade(settings)
+        columns = {column["name"] for column in inspect(engine).get_columns("memory_events")}
+        assert "keyword_doc" not in columns
+        with engine.begin() as conn:
+            assert names(conn, configs) == {"arandu_search", "arandu_english", "arandu_portuguese"}
+            assert conn.execute(stored, {"id": below}).scalar() is None
+            after = conn.execute(insert, {"text": "She is researching it", "speaker": "Ana"}).scalar()
+            expected = conn.execute(built, {"text": "She is researching it", "speaker": "Ana"}).scalar()
+            assert conn.execute(stored, {"id": after}).scalar() == expected
+            # Every document was dropped with the column: only the new event has one.
+            assert conn.execute(matching, {"word": "researched"}).scalars().all() == ["She is researching it"]
+            unfilled = conn.execute(text("SELECT count(*) FROM memory_events WHERE search_vector IS NULL")).scalar()
+            assert unfilled == 2 * len(messages) + 2
+        check_schema(engine, settings)
     finally:
         engine.dispose()
 

@@ -7,10 +7,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from memory_core.db.text_search import event_search_vector_sql
 from memory_core.read.context import ReadContext
 from memory_core.read.conversations import relevant_conversations, term_queries
 from memory_core.read.pipeline import retrieve
-from memory_core.read.planner import keyword_haystack
 from memory_core.read.rank import recency_score
 from tests.memory_core.read.conftest import NOW, MemoryBuilder
 
@@ -105,36 +105,48 @@ def test_recency_alone_never_brings_an_unrelated_message(read_ctx: ReadContext, 
     assert events == []
 
 
-def test_a_message_written_before_its_keyword_document_existed_is_matched_the_same(
+def test_a_message_written_before_its_search_document_existed_is_matched_the_same(
     read_ctx: ReadContext, memory: MemoryBuilder
 ) -> None:
-    """Events older than migration 0012 have no stored keyword document: the read builds the same one."""
+    """Events older than migration 0014 have no stored search document: the read builds the same one."""
     said = NOW - timedelta(days=400)
     messages = [
-        "Fui ao (Recife) com a 'Vertix' - pós-jogo",
-        "[Recife] de novo? A “Vertix” paga/reembolsa",
-        "¿Pós-Recife? ¡Sim! Vertix-2",
+        "I've been researching (adoption) agencies",
+        "Fui ao [Recife] com a “Vertix” - pós-jogo",
+        "¿Pesquisou a Vertix? ¡Sim! São Paulo/Recife",
+        "We adopted a dog named Vertix",
     ]
     ids = [memory.event(message, speaker="Ana", occurred_at=said) for message in messages]
     for number in range(8):
         memory.event(f"Bruno falou da nota {number}.", speaker="Bruno", occurred_at=said)
-    stored = {
-        str(row.id): row.keyword_doc
-        for row in memory.rows("SELECT id, keyword_doc FROM memory_events WHERE agent_id = :agent")
-    }
-    assert [stored[event_id] for event_id in ids] == [keyword_haystack("Ana " + message) for message in messages]
+    # The stored document is the one the read path builds (memory_core.db.text_search).
+    same = memory.rows(
+        f"SELECT count(*) FILTER (WHERE search_vector = {event_search_vector_sql()}), count(*) "
+        "FROM memory_events WHERE agent_id = :agent"
+    )
+    assert tuple(same[0]) == (12, 12)
     vector = read_ctx.embedder.embed_one("zebra quartz xylophone")
     assert vector is not None
+    words = ["researched", "adoption", "recife", "vertix", "pesquisando", "pos", "sao", "bruno"]
 
     def found() -> list[tuple[str, float]]:
         with read_ctx.sessions() as session:
-            events = relevant_conversations(
-                session, memory.agent_id, vector, ["recife", "vertix", "pos"], read_ctx.base_config, now=NOW
-            )
+            events = relevant_conversations(session, memory.agent_id, vector, words, read_ctx.base_config, now=NOW)
         return [(event.event_id, event.score) for event in events]
 
     with_documents = found()
-    # The query's vector resembles none of them: the keywords found them (a reply may come along).
-    assert {event_id for event_id, _ in with_documents} & set(ids)
-    memory.execute("UPDATE memory_events SET keyword_doc = NULL WHERE agent_id = :agent")
+    # The query's vector resembles none of them: the words found them, by stem, with different
+    # weights (and a reply may come along).
+    assert {event_id for event_id, _ in with_documents} >= set(ids)
+    assert len({score for _, score in with_documents}) > 1
+
+    def forget(condition: str) -> None:
+        # Only an update of text or speaker writes the document again: this one leaves it NULL.
+        memory.execute(f"UPDATE memory_events SET search_vector = NULL WHERE agent_id = :agent AND {condition}")
+
+    forget("speaker = 'Ana' AND text LIKE '%Vertix%'")  # some old rows beside new ones
+    assert found() == with_documents
+    forget("true")
+    nulls = memory.rows("SELECT count(*) FROM memory_events WHERE agent_id = :agent AND search_vector IS NULL")
+    assert nulls[0][0] == 12
     assert found() == with_documents

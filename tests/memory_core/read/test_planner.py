@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memory_core.read.planner import finalize_plan, is_small_talk, keyword_terms, plan_retrieval
+from memory_core.read.planner import LEXICAL_MAX_WORDS, finalize_plan, is_small_talk, keyword_terms, plan_retrieval
 
 
 @pytest.mark.parametrize(
@@ -134,6 +134,18 @@ def test_keyword_terms_follow_the_seeds_rules() -> None:
     assert keyword_terms("a b cd efg efg Hij klm nop qrs tuv") == ["efg", "hij", "klm", "nop", "qrs"]
     # Accents are kept (facts are matched as written, and in folded form too); "são" is a verb too.
     assert keyword_terms("Série A da Vertix em São Paulo") == ["série", "vertix", "paulo"]
+
+
+def test_the_words_of_relevant_conversations_are_every_significant_word_of_the_query() -> None:
+    # Two letters are enough ("tv"), the planner's function words are dropped, each word once,
+    # in the query's order, beyond the keywords' five: messages are matched on all of them.
+    plan = plan_retrieval("Onde o Marcos viu a TV da Ana em Recife e depois em Olinda e Marcos?", max_facts=50)
+    assert plan.keywords == ("marcos", "viu", "ana", "recife", "depois")
+    # Short function words the planner keeps ("da", "em") are left to the stemmers' stop words.
+    assert plan.words == ("marcos", "viu", "tv", "da", "ana", "em", "recife", "depois", "olinda")
+    assert plan.summary()["words"] == list(plan.words)
+    many = " ".join(f"word{number}" for number in range(LEXICAL_MAX_WORDS + 10))
+    assert plan_retrieval(many, max_facts=50).words == tuple(f"word{n}" for n in range(LEXICAL_MAX_WORDS))
 
 
 def test_keyword_terms_never_carry_sql_wildcards() -> None:
