@@ -1,10 +1,15 @@
-"""The text-search configuration of the keyword signal: words as written, accents removed.
+"""The text-search configurations: facts by word prefix, messages by stem, accents removed either way.
 
 ``arandu_search`` is PostgreSQL's ``simple`` configuration (no stemming, no stop words, so
 Portuguese and English facts are matched alike) with the contrib ``unaccent`` dictionary in front
 of it: "São Paulo" is indexed as ``sao`` and ``paulo``, and a query for "sao" or "São" finds it.
 Migration 0013 creates it; ``memory_facts.search_vector`` and every ``to_tsquery`` of the read
 path use it, so documents and queries are folded by the same code, in the database.
+
+Messages (relevant conversations) are matched by stem instead: ``arandu_english`` and
+``arandu_portuguese`` (migration 0014) are the Snowball stemmers with their stop words, behind
+``unaccent`` (Portuguese stop words are dropped before the accents are: "não" and "você" are stop
+words, "nao" is not in the list). See :data:`STEMMED_CONFIGS`.
 """
 
 from __future__ import annotations

@@ -91,10 +91,11 @@ def keyword_haystack_sql(expression: str) -> str:
 def match_forms(word: str) -> tuple[str, str]:
     """``word`` lower-cased, as written and accent-folded, each after a space: what keyword matches look for.
 
-    Both the fact signal and relevant conversations count a keyword as found when either form
-    occurs in the text's :func:`keyword_haystack` (``strpos``, so ``%`` and ``_`` are plain
-    characters): at the start of a word, so "mora" finds "mora" and "moradia" but not
-    "namorada", as the full-text pool's prefix query ("mora:*") selects them.
+    The fact keyword signal counts a keyword as found in a candidate when either form occurs in
+    the text's :func:`keyword_haystack` (``strpos``, so ``%`` and ``_`` are plain characters): at
+    the start of a word, so "mora" finds "mora" and "moradia" but not "namorada", as the
+    full-text pool's prefix query ("mora:*") selects them. (Relevant conversations match by
+    stem in the database instead: :mod:`memory_core.db.text_search`.)
     """
     plain = word.lower()
     return " " + plain, " " + ("".join(fold_words(word)) or plain)

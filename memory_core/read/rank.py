@@ -14,7 +14,9 @@ Formulas (seeds/000 and seeds/003 "Merge & Rank", seeds/004 "compute_pattern_sig
   seeds' ``0.70 semantic + 0.20 recency + 0.10 importance``. The keyword and graph signals are not
   in ``score_weights`` but must "complement" the semantic one and "affect the final score"
   (seeds): they join it as a probabilistic OR, ``relevance = 1 - (1 - s)(1 - 0.5 k)(1 - 0.6 g)``,
-  so agreeing signals reinforce each other and none can push relevance past 1.
+  so agreeing signals reinforce each other and none can push relevance past 1. A fact said in
+  a message that relevant conversations scored also gets that message's relevance ``m`` as a
+  fourth term, ``(1 - 0.85 m)`` (:mod:`memory_core.read.message_signal`).
 * ``importance`` is the fact's own importance (from its importance category) averaged with its
   entity's ``importance_score`` once the entity importance job has scored it (seeds B6: "the
   importance score is used as a signal in retrieval scoring"): of two equally relevant facts,
@@ -197,12 +199,13 @@ def graph_score(
     return min(1.0, max(0.0, value))
 
 
-def relevance(semantic: float, keyword: float, graph: float) -> float:
-    """Probabilistic OR of the three retrieval signals (semantic at full weight)."""
+def relevance(semantic: float, keyword: float, graph: float, message: float = 0.0) -> float:
+    """Probabilistic OR of the retrieval signals (semantic at full weight, the others at their blend)."""
     s = min(1.0, max(0.0, semantic))
     k = min(1.0, max(0.0, keyword)) * KEYWORD_BLEND
     g = min(1.0, max(0.0, graph)) * GRAPH_BLEND
-    return 1.0 - (1.0 - s) * (1.0 - k) * (1.0 - g)
+    m = min(1.0, max(0.0, message)) * MESSAGE_BLEND
+    return 1.0 - (1.0 - s) * (1.0 - k) * (1.0 - g) * (1.0 - m)
 
 
 def formula_score(
@@ -214,11 +217,12 @@ def formula_score(
     importance: float,
     pattern: float,
     config: MemoryConfig,
+    message: float = 0.0,
 ) -> float:
     """The pre-reranker score: weighted sum of relevance, recency and importance, plus the pattern boost."""
     weights = config.score_weights
     weighted = (
-        weights["semantic"] * relevance(semantic, keyword, graph)
+        weights["semantic"] * relevance(semantic, keyword, graph, message)
         + weights["recency"] * recency
         + weights["importance"] * min(1.0, max(0.0, importance))
     )

@@ -7,17 +7,21 @@ LoCoMo sample, an inverse-document-frequency match of every word of the question
 messages' stems ranks the evidence better than that signal and the embedding together did
 (docs/retrieval-quality.md).
 
-Two text-search configurations, ``arandu_english`` and ``arandu_portuguese``: the built-in
-Snowball stemmers with their stop words, behind the contrib ``unaccent`` dictionary (created by
-0013). ``search_vector`` holds a message's speaker and text under both
+Two text-search configurations, ``arandu_english`` and ``arandu_portuguese``: each language's stop
+words (a ``simple`` dictionary that drops them and passes every other word on, so "não" and
+"você" are dropped before ``unaccent`` would make them "nao" and "voce", which no stop list
+holds), then the contrib ``unaccent`` dictionary (created by 0013), then the built-in Snowball
+stemmer. ``search_vector`` holds a message's speaker and text under both
 (memory_core.db.text_search.event_search_vector_sql), written by the database before an insert or
 an update of ``text`` or ``speaker`` (``arandu_event_search_vector``, in place of 0012's trigger), so every
 writer (the API, imports, COPY) fills it. As 0012 did, the column is added without a default
-(no table rewrite) and existing events are not backfilled: the read computes the document of an
-event without one. ``keyword_doc`` is dropped (nothing reads it any more).
+(no table rewrite). Each agent's latest 1,000 messages get their document in the migration
+(reading their own document costs ~0.3 ms for 200 messages, building it ~5-7 ms): relevant
+conversations read only an agent's ``event_max_scan`` latest ones (200 by default). The read
+computes the document of an older event without one. ``keyword_doc`` is dropped (nothing reads it any more).
 
 Downgrade restores ``keyword_doc`` and its trigger (unfilled: the old read path computes it for
-rows without one), drops ``search_vector`` and the two configurations.
+rows without one), drops ``search_vector``, the two configurations and their stop-word dictionaries.
 
 Revision ID: 0014
 Revises: 0013
@@ -35,8 +39,11 @@ depends_on: str | Sequence[str] | None = None
 
 # Written out rather than imported: a migration keeps the expressions it was written with.
 _CONFIGS = {"arandu_english": "english_stem", "arandu_portuguese": "portuguese_stem"}
-_DOCUMENT = "coalesce(NEW.speaker, '') || ' ' || NEW.text"
+_DOCUMENT = "coalesce({row}.speaker, '') || ' ' || {row}.text"
 _SEARCH_VECTOR = " || ".join(f"to_tsvector('{config}'::regconfig, {_DOCUMENT})" for config in _CONFIGS)
+# Each agent's latest messages (what relevant conversations read: event_max_scan, 200 by default,
+# at most 1000) get their document now; older ones are computed when read, if ever.
+_BACKFILL_LATEST = 1000
 _HAYSTACK = (
     "' ' || replace(replace(replace(replace(replace(replace(replace(replace(replace(replace(replace("
     "lower(coalesce(NEW.speaker, '') || ' ' || NEW.text), '(', ' '), '[', ' '), '{', ' '), '\"', ' '), "
@@ -77,10 +84,12 @@ def upgrade() -> None:
             BEGIN
                 IF NOT EXISTS (SELECT 1 FROM pg_ts_config WHERE cfgname = '{config}'
                                AND cfgnamespace = current_schema()::regnamespace) THEN
+                    CREATE TEXT SEARCH DICTIONARY {config}_stop
+                        (TEMPLATE = pg_catalog.simple, STOPWORDS = {language}, ACCEPT = false);
                     CREATE TEXT SEARCH CONFIGURATION {config} (COPY = pg_catalog.{language});
                     ALTER TEXT SEARCH CONFIGURATION {config}
                         ALTER MAPPING FOR asciiword, asciihword, hword_asciipart, word, hword, hword_part
-                        WITH unaccent, {stemmer};
+                        WITH {config}_stop, unaccent, {stemmer};
                 END IF;
             END
             $$
@@ -88,8 +97,23 @@ def upgrade() -> None:
         )
     op.execute("ALTER TABLE memory_events ADD COLUMN IF NOT EXISTS search_vector tsvector")
     _drop_trigger("keyword_doc")
-    _trigger("search_vector", "search_vector", _SEARCH_VECTOR)
+    _trigger("search_vector", "search_vector", _SEARCH_VECTOR.format(row="NEW"))
     op.execute("ALTER TABLE memory_events DROP COLUMN IF EXISTS keyword_doc")
+    op.execute(
+        f"""
+        UPDATE memory_events e SET search_vector = {_SEARCH_VECTOR.format(row="e")}
+        FROM (
+            SELECT id FROM (
+                SELECT id, row_number() OVER (
+                    PARTITION BY agent_id ORDER BY occurred_at DESC, seq DESC NULLS LAST, id DESC
+                ) AS position
+                FROM memory_events
+            ) ranked
+            WHERE position <= {_BACKFILL_LATEST}
+        ) latest
+        WHERE e.id = latest.id
+        """  # noqa: S608 - fixed expressions, no input
+    )
 
 
 def downgrade() -> None:
@@ -99,3 +123,4 @@ def downgrade() -> None:
     op.execute("ALTER TABLE memory_events DROP COLUMN IF EXISTS search_vector")
     for config in _CONFIGS:
         op.execute(f"DROP TEXT SEARCH CONFIGURATION IF EXISTS {config}")
+        op.execute(f"DROP TEXT SEARCH DICTIONARY IF EXISTS {config}_stop")

@@ -377,8 +377,9 @@ def test_events_get_a_stemmed_search_document_from_0014_and_their_keyword_one_ba
             assert "trg_memory_events_keyword_doc" not in names(conn, triggers)
             assert names(conn, functions) == {"arandu_event_search_vector"}
             assert names(conn, configs) == {"arandu_search", "arandu_english", "arandu_portuguese"}
-            # Not backfilled: the read builds the document of an older event itself.
-            assert conn.execute(stored, {"id": before}).scalar() is None
+            # Backfilled: an agent's latest messages get their document in the migration.
+            backfilled = conn.execute(built, {"text": "antes da migração", "speaker": "Ana"}).scalar()
+            assert conn.execute(stored, {"id": before}).scalar() == backfilled
             for speaker, message in messages:
                 event_id = conn.execute(insert, {"text": message, "speaker": speaker}).scalar()
                 expected = conn.execute(built, {"text": message, "speaker": speaker}).scalar()
@@ -390,6 +391,7 @@ def test_events_get_a_stemmed_search_document_from_0014_and_their_keyword_one_ba
             assert conn.execute(matching, {"word": "sao"}).scalars().all() == [messages[1][1]]
             assert conn.execute(matching, {"word": "eric"}).scalars().all() == [messages[2][1]]
             # Another column changed: the document is not written (an older event keeps none).
+            conn.execute(text("UPDATE memory_events SET search_vector = NULL WHERE id = :id"), {"id": before})
             conn.execute(text("UPDATE memory_events SET importance = 0.9 WHERE id = :id"), {"id": before})
             assert conn.execute(stored, {"id": before}).scalar() is None
             # A corrected text, or speaker, gets its document again.
@@ -419,20 +421,34 @@ def test_events_get_a_stemmed_search_document_from_0014_and_their_keyword_one_ba
             conn.execute(text("UPDATE memory_events SET text = 'Outra (coisa)' WHERE id = :id"), {"id": before})
             assert conn.execute(keyword_doc, {"id": before}).scalar() == keyword_haystack("Bruno Outra (coisa)")
             below = conn.execute(insert, {"text": "I researched it", "speaker": "Ana"}).scalar()
+            # An agent with more messages than the migration backfills: its oldest keeps none.
+            conn.execute(
+                text(
+                    "INSERT INTO memory_events (agent_id, text, speaker, occurred_at) "
+                    "SELECT 'agent-many', 'note ' || n, 'Ana', now() - n * interval '1 minute' "
+                    "FROM generate_series(1, 1001) AS n"
+                )
+            )
 
         upgrade(settings)
         columns = {column["name"] for column in inspect(engine).get_columns("memory_events")}
         assert "keyword_doc" not in columns
         with engine.begin() as conn:
             assert names(conn, configs) == {"arandu_search", "arandu_english", "arandu_portuguese"}
-            assert conn.execute(stored, {"id": below}).scalar() is None
+            expected = conn.execute(built, {"text": "I researched it", "speaker": "Ana"}).scalar()
+            assert conn.execute(stored, {"id": below}).scalar() == expected
             after = conn.execute(insert, {"text": "She is researching it", "speaker": "Ana"}).scalar()
             expected = conn.execute(built, {"text": "She is researching it", "speaker": "Ana"}).scalar()
             assert conn.execute(stored, {"id": after}).scalar() == expected
-            # Every document was dropped with the column: only the new event has one.
-            assert conn.execute(matching, {"word": "researched"}).scalars().all() == ["She is researching it"]
-            unfilled = conn.execute(text("SELECT count(*) FROM memory_events WHERE search_vector IS NULL")).scalar()
-            assert unfilled == 2 * len(messages) + 2
+            assert set(conn.execute(matching, {"word": "researched"}).scalars()) == {
+                messages[0][1],
+                "I researched it",
+                "She is researching it",
+            }
+            unfilled = conn.execute(
+                text("SELECT agent_id, min(text) FROM memory_events WHERE search_vector IS NULL GROUP BY agent_id")
+            ).all()
+            assert [tuple(row) for row in unfilled] == [("agent-many", "note 1001")]
         check_schema(engine, settings)
     finally:
         engine.dispose()

@@ -25,7 +25,7 @@ from memory_core.read.rank import (
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 CONFIG = MemoryConfig()
-SCORE_KEYS = {"semantic", "keyword", "recency", "importance", "confidence", "formula", "pattern", "graph"}
+SCORE_KEYS = {"semantic", "keyword", "recency", "importance", "confidence", "formula", "pattern", "graph", "message"}
 
 
 def _candidate(fact_id: str, **signals: float) -> Candidate:
@@ -168,11 +168,13 @@ def _reference_scores(candidate: Candidate, config: MemoryConfig, now: datetime)
         importance=importance,
         pattern=pattern,
         config=config,
+        message=candidate.message,
     )
     values = {
         "semantic": max(0.0, candidate.semantic),
         "keyword": candidate.keyword,
         "graph": candidate.graph,
+        "message": candidate.message,
         "recency": recency,
         "importance": importance,
         "confidence": confidence,
@@ -203,6 +205,7 @@ def test_ranking_scores_equal_the_documented_formulas_to_the_sixth_decimal() -> 
                 semantic=rng.uniform(-0.3, 1.0),
                 keyword=rng.choice([0.0, rng.uniform(0.0, 1.2)]),
                 graph=rng.choice([0.0, rng.uniform(0.0, 1.0)]),
+                message=rng.choice([0.0, rng.uniform(0.0, 1.2)]),
             )
         )
     ranked = rank_candidates(candidates, config, NOW)

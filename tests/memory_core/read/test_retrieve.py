@@ -15,7 +15,7 @@ from memory_core.read.pipeline import RetrievalRequestError, retrieve
 from tests.memory_core.read.conftest import NOW, MemoryBuilder
 from tests.memory_core.read.scripted import ScriptedReranker
 
-SCORE_KEYS = {"semantic", "keyword", "recency", "importance", "confidence", "formula", "pattern", "graph"}
+SCORE_KEYS = {"semantic", "keyword", "recency", "importance", "confidence", "formula", "pattern", "graph", "message"}
 
 
 def _texts(result: Any) -> list[str]:
