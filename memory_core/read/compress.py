@@ -10,8 +10,8 @@ Layout (seeds/000 "Formato de Output")::
     - Prefers working late at night
 
     Relevant conversations:
-    - (2026-03-28) Had a great meeting with the product team about the roadmap...
-      - reply: Great! What did they decide about the launch?
+    - (2026-03-28) Rafael: Had a great meeting with the product team about the roadmap...
+      - reply: Ana: Great! What did they decide about the launch?
 
 Facts are plain: no timestamps, no entity prefix, no speaker, no qualifiers. Entity profiles are
 never injected. Empty sections are left out.
@@ -21,8 +21,10 @@ Budget: ``context_max_tokens`` x ``chars_per_token`` characters, shared proporti
 * hot tier (``hot_tier_ratio``, 0.50): the best facts, full text;
 * warm tier (``warm_tier_ratio``, 0.30): the next facts, summarised (cut to one short line);
 * cold tier (the rest, 0.20): observed patterns and relevant conversations (events up to 300
-  characters, with their date; a reply retrieval added as context goes indented under the
-  message it answers, and only with it).
+  characters, with their date and speaker; a reply retrieval added as context goes indented under
+  the message it answers, and only with it). A fact said in a message the context shows is not
+  listed among the facts too: the message says it, with who said it and when (the seeds show no
+  speaker: their memory is one user's; a conversation's "I" needs its name).
 
 It is a proportional target, not a hard cap (seeds): the best fact is always included whatever
 its length, and budget a tier does not use flows to the others (cold first lends its spare share
@@ -77,6 +79,8 @@ class ContextEvent:
     # The reply to the event listed before it (retrieval's reply context): shown under it.
     reply: bool = False
     event_id: str | None = None
+    # Who said it: in a conversation of several people, "I went there" means nothing without it.
+    speaker: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,10 +144,14 @@ _REPLY_PREFIX = "  - reply: "
 
 
 def _event_line(event: ContextEvent, max_chars: int, zone: tzinfo) -> str:
+    said = _cut(event.text, max_chars)
+    speaker = _one_line(event.speaker or "")
+    if speaker:
+        said = f"{speaker}: {said}"
     if event.reply:
-        return f"{_REPLY_PREFIX}{_cut(event.text, max_chars)}"
+        return f"{_REPLY_PREFIX}{said}"
     moment = event.occurred_at if event.occurred_at.tzinfo else event.occurred_at.replace(tzinfo=UTC)
-    return f"- ({moment.astimezone(zone).date().isoformat()}) {_cut(event.text, max_chars)}"
+    return f"- ({moment.astimezone(zone).date().isoformat()}) {said}"
 
 
 @dataclass

@@ -609,7 +609,11 @@ def _compress(
     ]
     context_events = [
         ContextEvent(
-            text=event.text, occurred_at=event.occurred_at, reply=event.reply_to is not None, event_id=event.event_id
+            text=event.text,
+            occurred_at=event.occurred_at,
+            reply=event.reply_to is not None,
+            event_id=event.event_id,
+            speaker=event.speaker,
         )
         for event in events
     ]

@@ -248,7 +248,8 @@ def ranked_ids(answer: Any, event_ids: Mapping[str, str]) -> tuple[list[tuple[st
         fact_ids.append(message_id)
     event_only: list[str | None] = []
     for event in answer.events:
-        scored.append((event.score, 1, event.message_id, event.text))
+        # As the context shows it: "Speaker: text".
+        scored.append((event.score, 1, event.message_id, f"{event.speaker}: {event.text}"))
         event_only.append(event.message_id)
     # A stable sort: within one kind the service's own order is kept.
     items = sorted(scored, key=lambda item: (-item[0], item[1]))

@@ -26,7 +26,11 @@ def _facts(*texts: str) -> list[ContextFact]:
 def test_the_seed_layout() -> None:
     compressed = compress_context(
         _facts("Lives in Sao Paulo", "Works at Acme Corp as a backend engineer", "Wife's name is Ana"),
-        [ContextEvent(text="Had a great meeting with the product team about the roadmap", occurred_at=DAY)],
+        [
+            ContextEvent(
+                text="Had a great meeting with the product team about the roadmap", occurred_at=DAY, speaker="Rafael"
+            )
+        ],
         CONFIG,
         patterns=[ContextPattern(text="Prefers working late at night")],
     )
@@ -40,7 +44,7 @@ def test_the_seed_layout() -> None:
         "- Prefers working late at night\n"
         "\n"
         "Relevant conversations:\n"
-        "- (2026-03-28) Had a great meeting with the product team about the roadmap"
+        "- (2026-03-28) Rafael: Had a great meeting with the product team about the roadmap"
     )
     assert compressed.sections == ["Known facts:", "Observed patterns:", "Relevant conversations:"]
     assert (compressed.hot_count, compressed.warm_count, compressed.cold_count) == (3, 0, 2)

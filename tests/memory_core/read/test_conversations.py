@@ -56,7 +56,7 @@ def test_a_conversational_question_gets_the_turn_above_unrelated_speaker_facts(
     assert result.events[0].message_id == "D1:3"
     # Facts and events share one scale: the turn outranks every fact that is only "about Caroline".
     assert result.events[0].score > max(fact.score for fact in result.facts)
-    assert "- (2023-05-08) I went to a LGBTQ support group" in result.context
+    assert "- (2023-05-08) Caroline: I went to a LGBTQ support group" in result.context
 
 
 def test_rare_query_words_carry_the_keyword_match(read_ctx: ReadContext, memory: MemoryBuilder) -> None:

@@ -103,7 +103,7 @@ def test_the_context_does_not_repeat_a_fact_its_message_shows(read_ctx: ReadCont
 
     result = retrieve(read_ctx, agent_id=memory.agent_id, query=QUERY)
 
-    assert "I went to the meeting about adopting" in result.context
+    assert "Caroline: I went to the meeting about adopting" in result.context
     assert "Caroline found the people there very helpful" not in result.context
     # The API still lists the fact: only the context string leaves it out.
     assert any(item.fact_text == "Caroline found the people there very helpful" for item in result.facts)

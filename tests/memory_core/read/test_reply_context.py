@@ -100,7 +100,8 @@ def test_the_context_shows_the_reply_under_its_parent(read_ctx: ReadContext, mem
     _turns(memory, [("Melanie", QUESTION), ("Caroline", ANSWER)])
     result = retrieve(read_ctx, agent_id=memory.agent_id, query=QUESTION)
     assert [event.reply_to is not None for event in result.events] == [False, True]
-    assert f"- (2023-05-08) {QUESTION}\n  - reply: {ANSWER}" in result.context
+    # Each with who said it: "I did" means nothing in a two-person conversation without the name.
+    assert f"- (2023-05-08) Melanie: {QUESTION}\n  - reply: Caroline: {ANSWER}" in result.context
 
 
 def test_no_reply_when_the_same_speaker_goes_on(read_ctx: ReadContext, memory: MemoryBuilder) -> None:

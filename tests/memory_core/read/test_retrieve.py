@@ -225,10 +225,10 @@ def test_context_sections_events_patterns_and_no_profiles(read_ctx: ReadContext,
     assert context.startswith("Known facts:\n- Rafael adora jazz e vai a shows de jazz todo mês\n")
     assert "\n\nObserved patterns:\n- Rafael tends to talk about music on Fridays" in context
     assert "gardening" not in context
-    assert "\n\nRelevant conversations:\n- (2026-03-28) Fui a um show de jazz" in context
+    assert "\n\nRelevant conversations:\n- (2026-03-28) Rafael: Fui a um show de jazz" in context
     event_line = next(line for line in context.splitlines() if line.startswith("- (2026-03-28)"))
     assert event_line.endswith("...")
-    assert len(event_line) <= len("- (2026-03-28) ") + 300
+    assert len(event_line) <= len("- (2026-03-28) Rafael: ") + 300
     assert "Comprei pão" not in context
     assert "SECRET PROFILE" not in context
     assert "Rafael is a developer." not in context
