@@ -541,6 +541,7 @@ def _start_events(
             window=run.window,
             support=support,
             message_relevance=outcome.message_relevance,
+            anchor=run.plan.anchor,
         )
 
     side = _side_submit(run) if outcome.signals is not None and outcome.signals.statements == 2 else None

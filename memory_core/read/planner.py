@@ -30,6 +30,7 @@ __all__ = [
     "PatternQuery",
     "RetrievalPlan",
     "Strategy",
+    "TimeAnchor",
     "finalize_plan",
     "fold_words",
     "is_small_talk",
@@ -38,6 +39,7 @@ __all__ = [
     "keyword_terms",
     "match_forms",
     "plan_retrieval",
+    "time_anchor",
 ]
 
 Strategy = Literal["multi_signal", "skip"]
@@ -566,6 +568,113 @@ def keyword_terms(query: str, *, min_chars: int = 3, max_terms: int = 5) -> list
     return terms
 
 
+# --- time anchors ------------------------------------------------------------------------
+
+_MONTHS: dict[str, int] = {
+    name: number
+    for number, names in enumerate(
+        (
+            ("january", "jan", "janeiro", "jan"),
+            ("february", "feb", "fevereiro", "fev"),
+            ("march", "mar", "marco"),
+            ("april", "apr", "abril", "abr"),
+            ("may", "maio", "mai"),
+            ("june", "jun", "junho"),
+            ("july", "jul", "julho"),
+            ("august", "aug", "agosto", "ago"),
+            ("september", "sep", "sept", "setembro", "set"),
+            ("october", "oct", "outubro", "out"),
+            ("november", "nov", "novembro"),
+            ("december", "dec", "dezembro", "dez"),
+        ),
+        start=1,
+    )
+    for name in names
+}
+# Abbreviations, and "may", are also common words ("mar", "set", "out", "may"): they count as a
+# month only next to a day or a year ("May 8", "8 de mar 2023") or after "in" ("in May").
+_AMBIGUOUS_MONTHS = frozenset(
+    {
+        "march",
+        "jan",
+        "feb",
+        "fev",
+        "mar",
+        "apr",
+        "abr",
+        "mai",
+        "jun",
+        "jul",
+        "aug",
+        "ago",
+        "sep",
+        "sept",
+        "set",
+        "oct",
+        "out",
+        "nov",
+        "dec",
+        "dez",
+    }
+)
+# "in May", "early May", "em maio": the words that make a lone "may" (or abbreviation) a month.
+_MONTH_LEADS = frozenset({"in", "of", "early", "late", "mid", "since", "until", "em", "desde", "ate"})
+
+
+@dataclass(frozen=True, slots=True)
+class TimeAnchor:
+    """A calendar date the query names ("in June", "on 13 October 2023", "in 2022"): any part may be missing."""
+
+    year: int | None = None
+    month: int | None = None
+    day: int | None = None
+
+    def summary(self) -> dict[str, int | None]:
+        """JSON-friendly form for the trace."""
+        return {"year": self.year, "month": self.month, "day": self.day}
+
+
+def _year(word: str) -> int | None:
+    if len(word) == 4 and word.isdigit() and word[:2] in {"19", "20"}:
+        return int(word)
+    return None
+
+
+def _day(word: str) -> int | None:
+    digits = word.removesuffix("st").removesuffix("nd").removesuffix("rd").removesuffix("th")
+    if digits.isdigit() and 1 <= int(digits) <= 31 and len(digits) <= 2:
+        return int(digits)
+    return None
+
+
+def time_anchor(query: str) -> TimeAnchor | None:
+    """The first calendar date ``query`` names, in English or Portuguese; None when it names none.
+
+    A month name, with a day before or after it ("13 October", "October 13th", "13 de outubro")
+    and a year after it ("October 13, 2023", "junho de 2023"), or a year alone ("in 2022"). Relative
+    expressions ("last week") are not anchors: they depend on when the question is asked.
+    """
+    words = fold_words(query)
+    for index, word in enumerate(words):
+        month = _MONTHS.get(word)
+        if month is not None:
+            before = words[index - 1] if index > 0 else ""
+            if before == "de" and index > 1:  # "13 de outubro"
+                before = words[index - 2]
+            after = words[index + 1 : index + 4]
+            day = _day(before) or (_day(after[0]) if after else None)
+            year = next((value for value in map(_year, after) if value is not None), None)
+            alone = day is None and year is None
+            if alone and (word in _AMBIGUOUS_MONTHS or word == "may") and before not in _MONTH_LEADS:
+                continue
+            return TimeAnchor(year=year, month=month, day=day)
+    for word in words:
+        year = _year(word)
+        if year is not None:
+            return TimeAnchor(year=year)
+    return None
+
+
 # --- the plan ----------------------------------------------------------------------------
 
 
@@ -595,6 +704,8 @@ class RetrievalPlan:
     # Every significant word of the query (up to LEXICAL_MAX_WORDS): relevant conversations match
     # them by stem (memory_core.read.conversations).
     words: tuple[str, ...] = field(default_factory=tuple)
+    # The calendar date the query names, if any: messages said then rank above the others.
+    anchor: TimeAnchor | None = None
 
     def summary(self) -> dict[str, object]:
         """JSON-friendly form for the trace."""
@@ -607,6 +718,7 @@ class RetrievalPlan:
             "broad_query": self.broad_query,
             "keywords": list(self.keywords),
             "words": list(self.words),
+            "anchor": self.anchor.summary() if self.anchor is not None else None,
             "max_facts": self.max_facts,
             "latency_ms": round(self.latency_ms, 3),
         }
@@ -643,6 +755,7 @@ def plan_retrieval(
         max_facts=max_facts,
         keywords=tuple(keyword_terms(query_text, min_chars=keyword_min_chars, max_terms=keyword_max_terms)),
         words=tuple(keyword_terms(query_text, min_chars=2, max_terms=LEXICAL_MAX_WORDS)),
+        anchor=time_anchor(query_text),
         latency_ms=(time.perf_counter() - started) * 1000.0,
     )
 

@@ -76,6 +76,14 @@ EMBEDDERS: dict[str, tuple[str, dict[str, str]]] = {
         {"ARANDU_EMBEDDING_PROVIDER": "local", "ARANDU_EMBEDDING_DIMENSIONS": "384"},
     ),
 }
+# The memory-quality targets (recall in %, judged on LoCoMo conversations outside this sample; here
+# they are indicative): overall recall@k and category recall@10 per embedder, facts alone within
+# FACTS_ONLY_MAX_GAP points of facts and messages merged at @10, and no more context tokens behind
+# the top 10 than TOKENS_BEFORE (the mean before those targets were set).
+RECALL_TARGETS: dict[str, dict[int, float]] = {"local": {5: 64.0, 10: 72.0, 25: 82.0}, "hashing": {10: 64.0}}
+CATEGORY_TARGETS_AT_10: dict[str, dict[int, float]] = {"local": {1: 55.0, 3: 50.0}}
+FACTS_ONLY_MAX_GAP = 5.0
+TOKENS_BEFORE = 473.0
 QUICK_SESSIONS = 2
 PROGRESS_EVERY_S = 15.0
 
@@ -507,6 +515,11 @@ def embedder_report(run: EmbedderRun, conversations: Conversations) -> PhaseRepo
     if run.name == TARGET_MODEL:
         report.targets[f"{label} beats DRAGON @5 and @10"] = beats
         target += f"; beat DRAGON @5 and @10: {verdict(beats)}"
+    wanted = RECALL_TARGETS.get(run.name, {})
+    if wanted:
+        held = all(mean_pct(run.scores.recall[k]) >= value for k, value in wanted.items())
+        report.targets[f"{label} recall " + ", ".join(f"@{k} >= {v:.0f}" for k, v in wanted.items())] = held
+        target += "; target " + ", ".join(f"@{k} >= {v:.0f}" for k, v in wanted.items()) + f": {verdict(held)}"
     rows.append(
         Row(
             label,
@@ -515,23 +528,44 @@ def embedder_report(run: EmbedderRun, conversations: Conversations) -> PhaseRepo
             target,
         )
     )
+    category_targets = CATEGORY_TARGETS_AT_10.get(run.name, {})
     for category in sorted(run.scores.by_category):
         values = run.scores.by_category[category]
+        name = CATEGORIES.get(category, "?")
+        goal = ""
+        if category in category_targets:
+            held = mean_pct(values[10]) >= category_targets[category]
+            report.targets[f"{label} {name} @10 >= {category_targets[category]:.0f}"] = held
+            goal = f"@10 >= {category_targets[category]:.0f}: {verdict(held)}"
+        rows.append(
+            Row(label, f"recall@5 / @10 / @25, category {category} {name} ({len(values[5])} q.)", _triple(values), goal)
+        )
+    facts_only = run.scores.variants.get("facts only")
+    if facts_only:
+        gap = mean_pct(run.scores.recall[10]) - mean_pct(facts_only[10])
+        held = gap <= FACTS_ONLY_MAX_GAP
+        report.targets[f"{label} facts only within {FACTS_ONLY_MAX_GAP:.0f} points @10"] = held
         rows.append(
             Row(
                 label,
-                f"recall@5 / @10 / @25, category {category} {CATEGORIES.get(category, '?')} ({len(values[5])} q.)",
-                _triple(values),
+                "facts alone (ordered by score), recall@5 / @10 / @25",
+                _triple(facts_only),
+                f"within {FACTS_ONLY_MAX_GAP:.0f} points of the merged @10 ({gap:.1f}): {verdict(held)}",
             )
         )
     tokens = run.scores.tokens
     reference = TOKENS_AT * conversations.mean_turn_chars / CHARS_PER_TOKEN
+    mean_tokens = sum(tokens) / max(len(tokens), 1)
+    held = mean_tokens <= TOKENS_BEFORE
+    if run.name == TARGET_MODEL:
+        report.targets[f"{label} context tokens <= {TOKENS_BEFORE:.0f}"] = held
     rows.append(
         Row(
             label,
             f"context tokens of the items behind the top {TOKENS_AT} ids (chars / {CHARS_PER_TOKEN}), mean / p50 / p95",
-            f"{sum(tokens) / max(len(tokens), 1):,.0f} / {percentile(tokens, 50):,.0f} / {percentile(tokens, 95):,.0f}",
-            f"10 raw turns: ~{reference:,.0f}",
+            f"{mean_tokens:,.0f} / {percentile(tokens, 50):,.0f} / {percentile(tokens, 95):,.0f}",
+            f"10 raw turns: ~{reference:,.0f}"
+            + (f"; mean <= {TOKENS_BEFORE:.0f}: {verdict(held)}" if run.name == TARGET_MODEL else ""),
         )
     )
     rows.append(
