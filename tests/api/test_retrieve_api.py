@@ -101,7 +101,9 @@ def test_retrieve_returns_the_fact_that_answers_the_query(client: httpx.Client, 
     assert all(isinstance(value, float | int) for value in top["scores"].values())
     scores = [fact["score"] for fact in result["facts"]]
     assert scores == sorted(scores, reverse=True)
-    assert "Marina has a dog named Rex." in result["context"]
+    # The context quotes the message that says it, with its speaker, and does not repeat the fact.
+    assert "Marina: I have a dog named Rex." in result["context"]
+    assert "Marina has a dog named Rex." not in result["context"]
     assert result["total_candidates"] >= len(result["facts"])
     assert result["duration_ms"] >= 0
     assert result["config_effective"]["topk_facts"] == 20
