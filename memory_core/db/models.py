@@ -206,7 +206,8 @@ class MemoryEvent(Base):
     emotion_intensity: Mapped[float | None] = mapped_column(Float)
     energy_level: Mapped[str | None] = mapped_column(String(16))
     # The speaker and text stemmed for search (migration 0014, memory_core.db.text_search): written
-    # by a trigger on insert; NULL for events older than the migration. Never loaded with the row.
+    # by a trigger once the message has its embedding; NULL before that and for older events the
+    # migration did not backfill. Never loaded with the row.
     search_vector: Mapped[Any | None] = mapped_column(TSVECTOR, deferred=True)
     created_at: Mapped[datetime] = _created_at()
 

@@ -339,7 +339,12 @@ def test_events_get_a_stemmed_search_document_from_0014_and_their_keyword_one_ba
     url = services.new_database()
     settings = load_settings(database_url=url, embedding_dimensions=384)
     engine = create_engine(url)
+    # Embedded messages, as extraction leaves them: the document is written with the vector.
     insert = text(
+        "INSERT INTO memory_events (agent_id, text, speaker, embedding_vec) "
+        "VALUES ('agent-stems', :text, :speaker, CAST(array_fill(1::real, ARRAY[384]) AS vector)) RETURNING id"
+    )
+    accept = text(
         "INSERT INTO memory_events (agent_id, text, speaker) VALUES ('agent-stems', :text, :speaker) RETURNING id"
     )
     stored = text("SELECT CAST(search_vector AS text) FROM memory_events WHERE id = :id")
@@ -390,6 +395,20 @@ def test_events_get_a_stemmed_search_document_from_0014_and_their_keyword_one_ba
             assert conn.execute(matching, {"word": "pesquisando"}).scalars().all() == [messages[1][1]]
             assert conn.execute(matching, {"word": "sao"}).scalars().all() == [messages[1][1]]
             assert conn.execute(matching, {"word": "eric"}).scalars().all() == [messages[2][1]]
+            # A message the API has just accepted has no vector yet, so no document: it is written
+            # with the vector (extraction's update), not on the acceptance path.
+            accepted = conn.execute(accept, {"text": "Adopting a cat", "speaker": "Ana"}).scalar()
+            assert conn.execute(stored, {"id": accepted}).scalar() is None
+            conn.execute(
+                text(
+                    "UPDATE memory_events SET embedding_vec = CAST(array_fill(2::real, ARRAY[384]) AS vector) "
+                    "WHERE id = :id"
+                ),
+                {"id": accepted},
+            )
+            expected = conn.execute(built, {"text": "Adopting a cat", "speaker": "Ana"}).scalar()
+            assert conn.execute(stored, {"id": accepted}).scalar() == expected
+            conn.execute(text("DELETE FROM memory_events WHERE id = :id"), {"id": accepted})
             # Another column changed: the document is not written (an older event keeps none).
             conn.execute(text("UPDATE memory_events SET search_vector = NULL WHERE id = :id"), {"id": before})
             conn.execute(text("UPDATE memory_events SET importance = 0.9 WHERE id = :id"), {"id": before})
