@@ -70,7 +70,7 @@ from memory_core.db.driver_reads import fetch_all
 from memory_core.db.text_search import event_search_vector_sql, word_is_searchable_sql, word_query_sql
 from memory_core.db.vectors import vector_param
 from memory_core.read.entities import TimeWindow
-from memory_core.read.planner import TimeAnchor, fold_words
+from memory_core.read.planner import TimeAnchor
 from memory_core.read.rank import RankedFact, recency_score, relevance
 from memory_core.read.schemas import RetrievedEvent
 
@@ -84,7 +84,6 @@ __all__ = [
     "fact_support",
     "relevant_conversations",
     "reply_factor",
-    "term_queries",
 ]
 
 # Weight of the keyword signal inside an event's relevance (the facts' is rank.KEYWORD_BLEND, 0.5).
@@ -159,21 +158,25 @@ scored AS (
            {in_anchor} AS in_anchor
     FROM recent r LEFT JOIN kw ON kw.id = r.id LEFT JOIN support su ON su.id = r.id
 ),
+anchored AS (
+    SELECT *, CASE WHEN in_anchor THEN 1.0 ELSE :outside_anchor END AS anchor_factor FROM scored
+),
 related AS (
     SELECT *, (1 - (1 - LEAST(similarity, 1.0)) * (1 - :keyword_blend * keyword) * (1 - LEAST(supported, 1.0)))
-              * CASE WHEN in_anchor THEN 1.0 ELSE :outside_anchor END AS relevance
-    FROM scored
+              * anchor_factor AS relevance,
+           (1 - (1 - LEAST(similarity, 1.0)) * (1 - :keyword_blend * keyword)) * anchor_factor AS own_relevance
+    FROM anchored
 ),
 candidates AS (
     SELECT id, text, speaker, session_id, occurred_at, seq, message_id, importance, similarity, keyword,
-           supported, relevance, in_anchor
+           supported, relevance, own_relevance
     FROM related
     WHERE relevance >= :min_relevance
     ORDER BY relevance DESC, occurred_at DESC, id
     LIMIT :candidates
 )
 SELECT c.id, c.text, c.speaker, c.occurred_at, c.message_id, c.importance, c.similarity, c.keyword,
-       c.supported, c.relevance, c.in_anchor{reply_columns}
+       c.supported, c.relevance, c.own_relevance{reply_columns}
 FROM candidates c{reply_join}
 ORDER BY c.relevance DESC, c.occurred_at DESC, c.id
 """
@@ -195,21 +198,6 @@ LEFT JOIN LATERAL (
     ORDER BY n.occurred_at, n.seq NULLS FIRST, n.id
     LIMIT 1
 ) nx ON true"""
-
-
-def term_queries(keywords: Sequence[str]) -> list[str]:
-    """One ``to_tsquery('arandu_search', ...)`` text per keyword: the word as a prefix.
-
-    The configuration folds case and accents in the database, for documents and queries alike
-    (:mod:`memory_core.db.text_search`), so "São" and "sao" are one query. Keywords are the
-    planner's (letters and digits only), so they never carry tsquery syntax.
-    """
-    queries: list[str] = []
-    for word in keywords:
-        folded = "".join(fold_words(word))
-        if folded and f"{folded}:*" not in queries:
-            queries.append(f"{folded}:*")
-    return queries
 
 
 def relevant_conversations(
@@ -271,10 +259,8 @@ def relevant_conversations(
     rows = fetch_all(session, sql, params)
     if message_relevance is not None:
         # Each candidate message's own relevance (its facts' support left out): the message
-        # signal of the facts said in it (memory_core.read.pipeline).
-        for row in rows:
-            own = 1.0 - (1.0 - min(1.0, float(row.similarity))) * (1.0 - EVENT_KEYWORD_BLEND * float(row.keyword))
-            message_relevance[str(row.id)] = own if row.in_anchor else own * OUTSIDE_ANCHOR_FACTOR
+        # signal of the facts said in it (memory_core.read.message_signal).
+        message_relevance.update((str(row.id), float(row.own_relevance)) for row in rows)
     half_life = float(config.recency_half_life_days)
     weights = config.score_weights
     scored: list[tuple[float, Any]] = []

@@ -49,7 +49,6 @@ from sqlalchemy.orm import Session
 
 from memory_core.db.driver_reads import fetch_all
 from memory_core.read.agent_index import database_key
-from memory_core.read.conversations import term_queries
 from memory_core.read.entities import TimeWindow, fact_validity_sql, window_params
 from memory_core.read.planner import fold_words, keyword_haystack, match_forms
 from memory_core.read.rank import AGGREGATION_KEYWORD_SCORE, Candidate
@@ -67,6 +66,7 @@ __all__ = [
     "keyword_weights",
     "matched_keywords",
     "reweigh_keywords",
+    "term_queries",
 ]
 
 # Document frequencies counted through the index stop at this many facts ("very common").
@@ -211,6 +211,21 @@ def document_frequencies(
 def _scan_keys(database: str, agent_id: str, queries: Sequence[str], agent_facts: int) -> list[tuple[str, str, str]]:
     # N under "", then each term query, under the agent's exact fact count.
     return [(database, agent_id, f"{agent_facts}|{query}") for query in ["", *queries]]
+
+
+def term_queries(keywords: Sequence[str]) -> list[str]:
+    """One ``to_tsquery('arandu_search', ...)`` text per keyword: the word as a prefix.
+
+    The configuration folds case and accents in the database, for documents and queries alike
+    (:mod:`memory_core.db.text_search`), so "São" and "sao" are one query. Keywords are the
+    planner's (letters and digits only), so they never carry tsquery syntax.
+    """
+    queries: list[str] = []
+    for word in keywords:
+        folded = "".join(fold_words(word))
+        if folded and f"{folded}:*" not in queries:
+            queries.append(f"{folded}:*")
+    return queries
 
 
 def counts_to_fold(

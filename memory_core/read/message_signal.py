@@ -39,13 +39,16 @@ WHERE {fact_filter} AND f.source_event_id = ANY(CAST(:event_ids AS uuid[]))
 """
 
 
-def set_message_signal(candidates: Iterable[Candidate], message_relevance: Mapping[str, float]) -> None:
-    """Give each candidate the relevance of the message it was said in (0 when that message was not scored)."""
+def set_message_signal(candidates: Iterable[Candidate], message_relevance: Mapping[str, float]) -> list[Candidate]:
+    """Give each candidate the relevance of the message it was said in; the candidates whose signal rose."""
+    raised: list[Candidate] = []
     for candidate in candidates:
         value = message_relevance.get(candidate.source_event_id or "", 0.0)
-        candidate.message = max(candidate.message, value)
-        if candidate.message > 0.0:
+        if value > candidate.message:
+            candidate.message = value
             candidate.sources.add("message")
+            raised.append(candidate)
+    return raised
 
 
 def facts_said_in(

@@ -464,9 +464,12 @@ def _with_message_signal(
     filter_keys: Sequence[str] | None,
     keyword_idf: Sequence[float] | None,
 ) -> list[RankedFact]:
-    """The ranked facts again, with the message signal, and the facts of relevant messages no signal found."""
+    """The ranked facts with the message signal, and the facts of relevant messages no signal found.
+
+    Only the facts whose signal rose are scored again; the others keep their ranking entry.
+    """
     candidates = [fact.candidate for fact in outcome.ranked]
-    set_message_signal(candidates, outcome.message_relevance)
+    raised = set_message_signal(candidates, outcome.message_relevance)
     said: list[Candidate] = _optional(
         run,
         session,
@@ -487,7 +490,11 @@ def _with_message_signal(
     if said and keyword_idf is not None:
         reweigh_keywords(said, run.plan.keywords, keyword_idf)
     outcome.total_candidates += len(said)
-    return rank_candidates([*candidates, *said], run.config, run.now)
+    if not raised and not said:
+        return outcome.ranked
+    rescored = {id(candidate) for candidate in raised}
+    kept = [fact for fact in outcome.ranked if id(fact.candidate) not in rescored]
+    return sort_ranked([*kept, *rank_candidates([*raised, *said], run.config, run.now)])
 
 
 def _plans_generically_from_expansion(

@@ -570,53 +570,29 @@ def keyword_terms(query: str, *, min_chars: int = 3, max_terms: int = 5) -> list
 
 # --- time anchors ------------------------------------------------------------------------
 
+# (English, Portuguese without accents, abbreviations) of each month, January first.
+_MONTH_NAMES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("january", "janeiro", ("jan",)),
+    ("february", "fevereiro", ("feb", "fev")),
+    ("march", "marco", ("mar",)),
+    ("april", "abril", ("apr", "abr")),
+    ("may", "maio", ("mai",)),
+    ("june", "junho", ("jun",)),
+    ("july", "julho", ("jul",)),
+    ("august", "agosto", ("aug", "ago")),
+    ("september", "setembro", ("sep", "sept", "set")),
+    ("october", "outubro", ("oct", "out")),
+    ("november", "novembro", ("nov",)),
+    ("december", "dezembro", ("dec", "dez")),
+)
 _MONTHS: dict[str, int] = {
     name: number
-    for number, names in enumerate(
-        (
-            ("january", "jan", "janeiro", "jan"),
-            ("february", "feb", "fevereiro", "fev"),
-            ("march", "mar", "marco"),
-            ("april", "apr", "abril", "abr"),
-            ("may", "maio", "mai"),
-            ("june", "jun", "junho"),
-            ("july", "jul", "julho"),
-            ("august", "aug", "agosto", "ago"),
-            ("september", "sep", "sept", "setembro", "set"),
-            ("october", "oct", "outubro", "out"),
-            ("november", "nov", "novembro"),
-            ("december", "dec", "dezembro", "dez"),
-        ),
-        start=1,
-    )
-    for name in names
+    for number, (english, portuguese, short) in enumerate(_MONTH_NAMES, start=1)
+    for name in (english, portuguese, *short)
 }
-# Abbreviations, and "may", are also common words ("mar", "set", "out", "may"): they count as a
-# month only next to a day or a year ("May 8", "8 de mar 2023") or after "in" ("in May").
-_AMBIGUOUS_MONTHS = frozenset(
-    {
-        "march",
-        "jan",
-        "feb",
-        "fev",
-        "mar",
-        "apr",
-        "abr",
-        "mai",
-        "jun",
-        "jul",
-        "aug",
-        "ago",
-        "sep",
-        "sept",
-        "set",
-        "oct",
-        "out",
-        "nov",
-        "dec",
-        "dez",
-    }
-)
+# Abbreviations, "may" and "march" are also common words ("mar", "set", "out", "may"): they count
+# as a month only next to a day or a year ("May 8", "8 de mar 2023") or after "in" ("in May").
+_AMBIGUOUS_MONTHS = frozenset({"may", "march"}).union(*(short for _, _, short in _MONTH_NAMES))
 # "in May", "early May", "em maio": the words that make a lone "may" (or abbreviation) a month.
 _MONTH_LEADS = frozenset({"in", "of", "early", "late", "mid", "since", "until", "em", "desde", "ate"})
 
@@ -665,7 +641,7 @@ def time_anchor(query: str) -> TimeAnchor | None:
             day = _day(before) or (_day(after[0]) if after else None)
             year = next((value for value in map(_year, after) if value is not None), None)
             alone = day is None and year is None
-            if alone and (word in _AMBIGUOUS_MONTHS or word == "may") and before not in _MONTH_LEADS:
+            if alone and word in _AMBIGUOUS_MONTHS and before not in _MONTH_LEADS:
                 continue
             return TimeAnchor(year=year, month=month, day=day)
     for word in words:

@@ -9,7 +9,8 @@ import pytest
 
 from memory_core.db.text_search import event_search_vector_sql
 from memory_core.read.context import ReadContext
-from memory_core.read.conversations import relevant_conversations, term_queries
+from memory_core.read.conversations import relevant_conversations
+from memory_core.read.keywords import term_queries
 from memory_core.read.pipeline import retrieve
 from memory_core.read.rank import recency_score
 from tests.memory_core.read.conftest import NOW, MemoryBuilder

@@ -20,8 +20,7 @@ from sqlalchemy import event
 from memory_core.config import MemoryConfig
 from memory_core.read import retrieve
 from memory_core.read.context import ReadContext
-from memory_core.read.conversations import term_queries
-from memory_core.read.keywords import bm25_idf, document_frequencies, document_frequency_cache
+from memory_core.read.keywords import bm25_idf, document_frequencies, document_frequency_cache, term_queries
 from memory_core.read.planner import plan_retrieval
 from memory_core.read.signals import SignalRequest, SignalResult, run_signals
 from tests.memory_core.read.conftest import MemoryBuilder

@@ -12,12 +12,12 @@ from sqlalchemy.orm import Session
 
 from memory_core.read import keywords
 from memory_core.read.context import ReadContext
-from memory_core.read.conversations import term_queries
 from memory_core.read.keywords import (
     document_frequencies,
     document_frequency_cache,
     keyword_weights,
     matched_keywords,
+    term_queries,
 )
 from memory_core.read.planner import fold_words, keyword_haystack, match_forms
 from memory_core.read.signals import agent_counts
