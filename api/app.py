@@ -1,5 +1,5 @@
 """The FastAPI application: health probes, the ``/v1`` write endpoints (messages, imports, events),
-retrieval and memory management (facts, entities)."""
+retrieval and memory management (facts, entities), and the same memory as MCP tools at ``/mcp``."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from starlette.concurrency import run_in_threadpool
 from api.dependencies import build_state, install_request_schemas
 from api.docs_assets import install_docs
 from api.errors import install_error_handlers
+from api.mcp_endpoint import MCP_PATH, McpEndpoint
 from api.metrics import build_metrics_registry
 from api.routes import event_lookup, events, imports, jobs, memory, messages, retrieve
 from api.schemas import BatchIn, ImportIn, MessageIn, RetrieveIn, RetryIn
@@ -41,7 +42,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # dimension or lacks pgvector: the message names both numbers.
         await run_in_threadpool(check_schema, engine, settings)
         freeze_startup_heap()  # the app and its pools live as long as the process
-        yield
+        async with mcp_endpoint.running():
+            yield
         await state.event_writer.drain()  # publish what was accepted last, rather than leave it to the sweeper
         state.close()
 
@@ -65,6 +67,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(retrieve.router)
     app.include_router(memory.router)
     app.include_router(jobs.router)
+    mcp_endpoint = McpEndpoint(app)
+    # A route, not a mount: a mount answers /mcp with a redirect to /mcp/, which clients must then follow.
+    app.router.add_route(MCP_PATH, mcp_endpoint, methods=["GET", "POST", "DELETE"], include_in_schema=False)
     install_request_schemas(app, [MessageIn, BatchIn, ImportIn, RetryIn, RetrieveIn, event_lookup.EventLookupIn])
 
     metrics_registry = build_metrics_registry(

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from arandu_cli import doctor_cmd, import_cmd, retrieve_cmd
+from arandu_cli import doctor_cmd, import_cmd, mcp_cmd, retrieve_cmd
 from arandu_cli.db_cmd import db
 from arandu_cli.entities_cmd import entities
 from arandu_cli.events_cmd import events
@@ -20,7 +20,7 @@ from arandu_cli.target import DEFAULT_TIMEOUT_S, Target
 
 app = typer.Typer(
     name="arandu",
-    help="arandu: long-term memory for AI agents (imports, retrieval, memory, jobs, health checks).",
+    help="arandu: long-term memory for AI agents (imports, retrieval, memory, jobs, health checks, MCP server).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -61,6 +61,7 @@ app.add_typer(entities, name="entities")
 app.add_typer(jobs, name="jobs")
 app.add_typer(db, name="db")
 doctor_cmd.register(app)
+mcp_cmd.register(app)
 
 
 def main() -> None:

@@ -26,6 +26,7 @@ from arandu_client.models import (
     Deleted,
     DryRunResult,
     EntityPage,
+    EntityProfile,
     EventLookup,
     EventStatus,
     FactDetail,
@@ -291,6 +292,11 @@ def delete_all_facts(agent_id: str) -> Call[int]:
 def list_entities(agent_id: str, *, limit: int, offset: int) -> Call[EntityPage]:
     """``GET /v1/agents/{agent_id}/entities``."""
     return Call("GET", f"{_agent(agent_id)}/entities", _model(EntityPage), params={"limit": limit, "offset": offset})
+
+
+def get_entity(agent_id: str, key: str) -> Call[EntityProfile]:
+    """``GET /v1/agents/{agent_id}/entities/{key}`` (a canonical key or an alias)."""
+    return Call("GET", f"{_agent(agent_id)}/entities/{_segment(key)}", _model(EntityProfile))
 
 
 # ---- Maintenance jobs --------------------------------------------------------------------

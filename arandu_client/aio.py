@@ -17,6 +17,7 @@ from arandu_client.models import (
     BatchAccepted,
     DryRunResult,
     EntityPage,
+    EntityProfile,
     EventLookup,
     EventStatus,
     FactDetail,
@@ -212,6 +213,10 @@ class AsyncAranduClient:
     async def list_entities(self, agent_id: str, *, limit: int = 50, offset: int = 0) -> EntityPage:
         """The agent's entities."""
         return await self._call(_core.list_entities(agent_id, limit=limit, offset=offset))
+
+    async def get_entity(self, agent_id: str, key: str) -> EntityProfile:
+        """One entity by canonical key or alias, with aliases and relationships; NotFoundError when unknown."""
+        return await self._call(_core.get_entity(agent_id, key))
 
     # ---- Maintenance jobs ------------------------------------------------------------------
 

@@ -245,6 +245,23 @@ class EntityDetail(_Model):
     profile_text: str | None = None
 
 
+class EntityRelationship(_Model):
+    """An active edge of the knowledge graph, seen from one entity."""
+
+    source_entity_key: str
+    target_entity_key: str
+    rel_type: str
+    strength: float
+    valid_from: datetime
+
+
+class EntityProfile(EntityDetail):
+    """One entity with its aliases and its strongest active relationships."""
+
+    aliases: list[str] = Field(default_factory=list)
+    relationships: list[EntityRelationship] = Field(default_factory=list)
+
+
 class FactPage(_Model):
     """A page of active facts, newest first, and how many there are in all."""
 
@@ -329,6 +346,8 @@ __all__ = [
     "DryRunResult",
     "EntityDetail",
     "EntityPage",
+    "EntityProfile",
+    "EntityRelationship",
     "EventLookup",
     "EventStatus",
     "EventSummary",

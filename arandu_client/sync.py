@@ -16,6 +16,7 @@ from arandu_client.models import (
     BatchAccepted,
     DryRunResult,
     EntityPage,
+    EntityProfile,
     EventLookup,
     EventStatus,
     FactDetail,
@@ -214,6 +215,10 @@ class AranduClient:
     def list_entities(self, agent_id: str, *, limit: int = 50, offset: int = 0) -> EntityPage:
         """The agent's entities."""
         return self._call(_core.list_entities(agent_id, limit=limit, offset=offset))
+
+    def get_entity(self, agent_id: str, key: str) -> EntityProfile:
+        """One entity by canonical key or alias, with aliases and relationships; NotFoundError when unknown."""
+        return self._call(_core.get_entity(agent_id, key))
 
     # ---- Maintenance jobs ------------------------------------------------------------------
 

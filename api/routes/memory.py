@@ -1,4 +1,4 @@
-"""Memory management: list, read and delete an agent's facts; list its entities.
+"""Memory management: list, read and delete an agent's facts; list its entities and read one.
 
 Every read and delete is scoped to the agent in the path: another agent's fact id is a 404,
 exactly like an unknown one, so ids reveal nothing across agents. Deletes are hard deletes
@@ -29,8 +29,15 @@ from api.schemas import (
     ErrorBody,
     FactPage,
 )
-from memory_core.read.management import delete_all_facts, delete_fact, get_fact, list_entities, list_facts
-from memory_core.read.schemas import FactDetail
+from memory_core.read.management import (
+    delete_all_facts,
+    delete_fact,
+    get_entity,
+    get_fact,
+    list_entities,
+    list_facts,
+)
+from memory_core.read.schemas import EntityProfile, FactDetail
 
 router = APIRouter(tags=["memory"], dependencies=[Depends(require_api_key)])
 
@@ -139,3 +146,28 @@ def get_entities(
     with get_state(request).sessions() as session:
         entities, total = list_entities(session, agent_id, limit=limit, offset=offset)
     return answer(200, {"entities": [entity.model_dump(mode="json") for entity in entities], "total": total})
+
+
+_ENTITY_RESPONSES: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorBody, "description": "missing or wrong API key"},
+    404: {"model": ErrorBody, "description": "no such entity for this agent"},
+    422: {"model": ErrorBody, "description": "bad agent id or entity key"},
+}
+
+
+@router.get(
+    "/v1/agents/{agent_id}/entities/{entity_key:path}",
+    response_model=EntityProfile,
+    responses=_ENTITY_RESPONSES,
+    summary="One entity",
+)
+def get_one_entity(request: Request, agent_id: AgentId, entity_key: str) -> JSONResponse:
+    """One active entity by canonical key (``person:ana``) or alias (``Ana``): its summary, profile,
+    aliases and strongest relationships. Its facts: ``GET .../facts?entity_keys=<canonical_key>``."""
+    if not entity_key.strip() or "\x00" in entity_key or len(entity_key) > MAX_NAME_CHARS:
+        raise validation_failed([("path.entity_key", f"1 to {MAX_NAME_CHARS} characters, no NUL")])
+    with get_state(request).sessions() as session:
+        entity = get_entity(session, agent_id, entity_key.strip())
+    if entity is None:
+        raise ApiError(404, f"entity {entity_key!r} not found", [("path.entity_key", "no such entity for this agent")])
+    return answer(200, entity.model_dump(mode="json"))

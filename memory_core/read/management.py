@@ -15,9 +15,9 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from memory_core.read.entities import resolve_entity_filter
-from memory_core.read.schemas import EntityDetail, FactDetail
+from memory_core.read.schemas import EntityDetail, EntityProfile, EntityRelationship, FactDetail
 
-__all__ = ["delete_all_facts", "delete_fact", "get_fact", "list_entities", "list_facts"]
+__all__ = ["delete_all_facts", "delete_fact", "get_entity", "get_fact", "list_entities", "list_facts"]
 
 # ``u``: the fact's retrieval counters (memory_fact_usage; a fact never retrieved has no row there).
 _FACT_COLUMNS = """
@@ -224,19 +224,68 @@ def list_entities(
         ),
         params,
     ).all()
-    entities = [
-        EntityDetail(
-            entity_id=str(row.id),
-            canonical_key=str(row.canonical_key),
-            display_name=row.display_name,
-            entity_type=str(row.entity_type),
-            summary_text=row.summary_text,
-            fact_count=int(row.fact_count or 0),
-            importance_score=float(row.importance_score) if row.importance_score is not None else None,
-            first_seen_at=row.first_seen_at,
-            last_seen_at=row.last_seen_at,
-            profile_text=row.profile_text,
+    return [EntityDetail(**_entity_fields(row)) for row in rows], total
+
+
+def _entity_fields(row: Any) -> dict[str, Any]:
+    return {
+        "entity_id": str(row.id),
+        "canonical_key": str(row.canonical_key),
+        "display_name": row.display_name,
+        "entity_type": str(row.entity_type),
+        "summary_text": row.summary_text,
+        "fact_count": int(row.fact_count or 0),
+        "importance_score": float(row.importance_score) if row.importance_score is not None else None,
+        "first_seen_at": row.first_seen_at,
+        "last_seen_at": row.last_seen_at,
+        "profile_text": row.profile_text,
+    }
+
+
+# A profile lists the strongest edges only: a hub entity can have thousands.
+MAX_PROFILE_RELATIONSHIPS = 50
+
+_ENTITY_SQL = """
+SELECT id, canonical_key, display_name, entity_type, summary_text, fact_count, importance_score,
+       first_seen_at, last_seen_at, profile_text
+FROM memory_entities WHERE agent_id = :agent AND canonical_key = :key AND is_active
+"""
+
+_ALIASES_SQL = """
+SELECT alias FROM memory_entity_aliases WHERE agent_id = :agent AND canonical_entity_key = :key ORDER BY alias
+"""
+
+_RELATIONSHIPS_SQL = """
+SELECT source_entity_key, target_entity_key, rel_type, strength, valid_from
+FROM memory_entity_relationships
+WHERE agent_id = :agent AND (source_entity_key = :key OR target_entity_key = :key) AND valid_to IS NULL
+ORDER BY strength DESC, valid_from DESC, id LIMIT :limit
+"""
+
+
+def get_entity(session: Session, agent_id: str, key_or_alias: str) -> EntityProfile | None:
+    """One active entity by canonical key or alias (``person:ana``, ``Ana``), with aliases and relationships.
+
+    None when nothing of the agent's resolves to it. A name shared by several entities resolves
+    to the one the query resolution ranks first.
+    """
+    keys = [key_or_alias, *resolve_entity_filter(session, agent_id, [key_or_alias]).keys]
+    for key in dict.fromkeys(keys):
+        row = session.execute(text(_ENTITY_SQL), {"agent": agent_id, "key": key}).first()
+        if row is not None:
+            break
+    else:
+        return None
+    params = {"agent": agent_id, "key": str(row.canonical_key), "limit": MAX_PROFILE_RELATIONSHIPS}
+    aliases = [str(alias) for alias in session.execute(text(_ALIASES_SQL), params).scalars()]
+    relationships = [
+        EntityRelationship(
+            source_entity_key=str(edge.source_entity_key),
+            target_entity_key=str(edge.target_entity_key),
+            rel_type=str(edge.rel_type),
+            strength=float(edge.strength),
+            valid_from=edge.valid_from,
         )
-        for row in rows
+        for edge in session.execute(text(_RELATIONSHIPS_SQL), params)
     ]
-    return entities, total
+    return EntityProfile(**_entity_fields(row), aliases=aliases, relationships=relationships)

@@ -98,3 +98,20 @@ class EntityDetail(_Out):
     first_seen_at: datetime
     last_seen_at: datetime
     profile_text: str | None = None
+
+
+class EntityRelationship(_Out):
+    """An active edge of the knowledge graph, seen from one entity."""
+
+    source_entity_key: str
+    target_entity_key: str
+    rel_type: str
+    strength: float
+    valid_from: datetime
+
+
+class EntityProfile(EntityDetail):
+    """One entity with its aliases and its active relationships (strongest first)."""
+
+    aliases: list[str] = Field(default_factory=list)
+    relationships: list[EntityRelationship] = Field(default_factory=list)

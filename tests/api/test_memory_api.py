@@ -287,6 +287,7 @@ def test_every_endpoint_needs_a_key(client: httpx.Client, marina: Memory) -> Non
         ("DELETE", f"{base}/facts/{fact_id}"),
         ("DELETE", f"{base}/facts"),
         ("GET", f"{base}/entities"),
+        ("GET", f"{base}/entities/person:marina"),
     ]:
         response = httpx.request(method, url, headers=auth_headers("wrong-key"))
         assert response.status_code == 401, (method, url)
@@ -334,6 +335,32 @@ def test_entities_are_paginated(client: httpx.Client, marina: Memory) -> None:
     assert len(keys) == len(MARINA_ENTITIES)
     assert set(keys) == MARINA_ENTITIES
     assert client.get(f"/v1/agents/{new_agent()}/entities").json() == {"entities": [], "total": 0}
+
+
+def test_one_entity_by_key_or_alias_with_aliases_and_relationships(client: httpx.Client, marina: Memory) -> None:
+    response = client.get(f"/v1/agents/{marina.agent_id}/entities/person:marina")
+    assert response.status_code == 200, response.text
+    person = response.json()
+    assert person["canonical_key"] == "person:marina"
+    assert person["display_name"] == "Marina"
+    assert person["fact_count"] >= 2
+    edges = {
+        (edge["source_entity_key"], edge["rel_type"], edge["target_entity_key"]) for edge in person["relationships"]
+    }
+    assert any(source == "person:marina" and target == "pet:rex" for source, _, target in edges), edges
+    assert any("person:julia" in (source, target) for source, _, target in edges), edges
+    assert all(edge["strength"] > 0 for edge in person["relationships"])
+    # A name finds the entity too, as entity_keys filters do.
+    by_name = client.get(f"/v1/agents/{marina.agent_id}/entities/Rex")
+    assert by_name.status_code == 200, by_name.text
+    assert by_name.json()["canonical_key"] == "pet:rex"
+    assert by_name.json()["aliases"] == client.get(f"/v1/agents/{marina.agent_id}/entities/pet:rex").json()["aliases"]
+
+
+def test_an_unknown_entity_is_404_and_another_agents_too(client: httpx.Client, marina: Memory) -> None:
+    assert_error(client.get(f"/v1/agents/{marina.agent_id}/entities/person:nobody"), 404, "path.entity_key")
+    assert_error(client.get(f"/v1/agents/{new_agent()}/entities/person:marina"), 404, "path.entity_key")
+    assert_error(client.get(f"/v1/agents/{marina.agent_id}/entities/{'x' * 300}"), 422, "path.entity_key")
 
 
 # ---- Deleting ---------------------------------------------------------------------------------------------
