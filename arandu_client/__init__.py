@@ -10,7 +10,9 @@
         result = client.retrieve("agent-1", "Where does Ana live?")
         print(result.context)
 
-The package depends on httpx and pydantic only, never on the server's packages.
+The package depends on httpx and pydantic only, never on the server's packages. A LangGraph
+store (:mod:`arandu_client.langgraph`) and a LangChain retriever (:mod:`arandu_client.langchain`)
+come with the ``langgraph`` extra and are imported only when asked for.
 """
 
 from arandu_client._core import VERSION
