@@ -137,8 +137,6 @@ def test_the_stdio_server_survives_junk_and_exits_quietly_on_a_broken_pipe(cli_s
 
 
 def test_the_stdio_server_needs_an_agent_id(cli_stack: CliStack) -> None:
-    finished = subprocess.run(
-        server_command(cli_stack, "x")[:-2], capture_output=True, timeout=60, check=False
-    )
+    finished = subprocess.run(server_command(cli_stack, "x")[:-2], capture_output=True, timeout=60, check=False)
     assert finished.returncode != 0
     assert b"--agent-id" in finished.stderr
