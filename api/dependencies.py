@@ -23,10 +23,11 @@ from sqlalchemy.orm import Session, sessionmaker
 from starlette.background import BackgroundTask
 from starlette.responses import JSONResponse
 
-from api.auth import SECURITY_SCHEME, SECURITY_SCHEME_NAME, encode_keys
+from api.auth import SECURITY_SCHEME, SECURITY_SCHEME_NAME, KeyResolver, encode_keys
 from api.errors import ApiError, raise_for_pydantic
 from api.event_writer import EventWriter
 from api.heavy_work import HeavyWork
+from api.rate_limit import RateLimiter
 from api.schemas import OverrideChecker
 from memory_core.config import MemoryConfig
 from memory_core.db.engine import create_db_engine, create_session_factory
@@ -65,7 +66,7 @@ class ApiState:
     celery: Celery
     overrides: OverrideChecker
     heavy: HeavyWork
-    api_keys: tuple[bytes, ...]
+    keys: KeyResolver
     body_cap: int
     import_body_cap: int
     intake: IntakeQueue | None = None
@@ -177,10 +178,18 @@ def build_state(settings: Settings) -> ApiState:
         "interval_max": 0.2,
     }
     cap = max(DEFAULT_BODY_CAP, 2 * settings.max_message_bytes + MiB)
+    sessions = create_session_factory(engine)
+    keys = KeyResolver(
+        encode_keys(settings.api_keys),
+        sessions,
+        RateLimiter.for_settings(settings),
+        cache_s=settings.api_key_cache_s,
+        default_rate_per_s=settings.api_key_rate_limit_per_s,
+    )
     return ApiState(
         settings=settings,
         engine=engine,
-        sessions=create_session_factory(engine),
+        sessions=sessions,
         statement_sessions=create_session_factory(engine.execution_options(isolation_level="AUTOCOMMIT")),
         celery=celery,
         overrides=OverrideChecker(
@@ -188,7 +197,7 @@ def build_state(settings: Settings) -> ApiState:
             llm_configured=settings.llm is not LLMProviderName.OFFLINE,
         ),
         heavy=HeavyWork(settings.heavy_request_concurrency),
-        api_keys=encode_keys(settings.api_keys),
+        keys=keys,
         body_cap=cap,
         import_body_cap=max(IMPORT_BODY_CAP, cap),
         intake=IntakeQueue.for_settings(settings),

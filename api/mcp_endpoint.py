@@ -1,7 +1,9 @@
 """``/mcp``: the memory tools of :mod:`arandu_client.mcp_server` over MCP's streamable HTTP transport.
 
 Every request needs the API's bearer key and an ``X-Arandu-Agent-Id`` header naming the agent
-whose memory the tools use; the agent never comes from a tool argument. The tools call the
+whose memory the tools use (one the key covers: 403 otherwise); the agent never comes from a
+tool argument. Each tool needs the permission of the endpoint it calls (``remember`` write,
+``forget`` write, the others read). The tools call the
 ``/v1`` endpoints of this same application in-process (an ASGI transport, no socket), with
 the caller's own key, so validation, scoping and limits are exactly the REST API's.
 
@@ -23,7 +25,7 @@ from fastapi import FastAPI
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
-from api.auth import require_api_key
+from api.auth import key_scope, require_api_key
 from api.errors import ApiError, error_response
 from api.schemas import AGENT_ID_PATTERN
 
@@ -130,10 +132,17 @@ class McpEndpoint:
             response = error_response(refused.status_code, refused.error, refused.detail, headers=refused.headers)
             await response(scope, receive, send)
             return
-        if agent_of(request.headers) is None:
+        agent_id = agent_of(request.headers)
+        if agent_id is None:
             response = error_response(
                 400, f"missing or invalid {AGENT_HEADER} header", [("header.x-arandu-agent-id", _AGENT_PROBLEM)]
             )
+            await response(scope, receive, send)
+            return
+        key = key_scope(request)
+        if not key.covers(agent_id):
+            message = f"API key {key.name!r} may not act for agent {agent_id!r} (it covers {key.describe_agents()})"
+            response = error_response(403, message, [("header.x-arandu-agent-id", "not covered by this API key")])
             await response(scope, receive, send)
             return
         sessions = await self._session_manager()

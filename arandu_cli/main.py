@@ -16,6 +16,7 @@ from arandu_cli.entities_cmd import entities
 from arandu_cli.events_cmd import events
 from arandu_cli.facts_cmd import facts
 from arandu_cli.jobs_cmd import jobs
+from arandu_cli.keys_cmd import keys
 from arandu_cli.target import DEFAULT_TIMEOUT_S, Target
 
 app = typer.Typer(
@@ -59,6 +60,7 @@ app.add_typer(events, name="events")
 app.add_typer(facts, name="facts")
 app.add_typer(entities, name="entities")
 app.add_typer(jobs, name="jobs")
+app.add_typer(keys, name="keys")
 app.add_typer(db, name="db")
 doctor_cmd.register(app)
 mcp_cmd.register(app)

@@ -26,6 +26,7 @@ from arandu_client import (
     InvalidRequestError,
     NotFoundError,
     PayloadTooLargeError,
+    PermissionDeniedError,
     ServerError,
     TransportError,
 )
@@ -123,6 +124,9 @@ def api_errors(target: Target) -> Iterator[None]:
         raise typer.Exit(ExitCode.UNAVAILABLE) from None
     except AuthenticationError:
         fail("the API refused the key (401): pass --api-key or set ARANDU_API_KEY to a key from ARANDU_API_KEYS")
+        raise typer.Exit(ExitCode.AUTH) from None
+    except PermissionDeniedError as error:
+        fail(f"the API refused this key (403): {describe_api_error(error)}")
         raise typer.Exit(ExitCode.AUTH) from None
     except NotFoundError as error:
         fail(describe_api_error(error))

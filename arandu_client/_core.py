@@ -22,7 +22,10 @@ from pydantic import BaseModel
 
 from arandu_client.errors import WaitTimeoutError, api_error
 from arandu_client.models import (
+    ApiKeyInfo,
+    ApiKeyList,
     BatchAccepted,
+    CreatedApiKey,
     Deleted,
     DryRunResult,
     EntityPage,
@@ -313,6 +316,49 @@ def list_jobs(agent_id: str, *, limit: int, job: str | None) -> Call[JobRunPage]
     if job is not None:
         params["job"] = job
     return Call("GET", f"{_agent(agent_id)}/jobs", _model(JobRunPage), params=params)
+
+
+# ---- API keys (operator keys only) -------------------------------------------------------
+
+
+def create_key(
+    name: str,
+    *,
+    agent_ids: Sequence[str] | None,
+    agent_prefix: str | None,
+    permissions: Sequence[str],
+    tenant: str | None,
+    expires_at: datetime | str | None,
+    rate_limit_per_s: float | None,
+) -> Call[CreatedApiKey]:
+    """``POST /v1/keys``: a new tenant key (answered once)."""
+    body: dict[str, Any] = {"name": name, "permissions": list(permissions)}
+    if agent_ids is not None:
+        body["agent_ids"] = list(agent_ids)
+    if agent_prefix is not None:
+        body["agent_prefix"] = agent_prefix
+    if tenant is not None:
+        body["tenant"] = tenant
+    if expires_at is not None:
+        body["expires_at"] = jsonable(expires_at)
+    if rate_limit_per_s is not None:
+        body["rate_limit_per_s"] = rate_limit_per_s
+    return Call("POST", "/v1/keys", _model(CreatedApiKey), json=body)
+
+
+def list_keys(include_revoked: bool) -> Call[list[ApiKeyInfo]]:
+    """``GET /v1/keys``: tenant keys, newest first."""
+
+    def parse(response: httpx.Response) -> list[ApiKeyInfo]:
+        return ApiKeyList.model_validate_json(response.content).keys
+
+    params: dict[str, str | int] = {"include_revoked": "true"} if include_revoked else {}
+    return Call("GET", "/v1/keys", parse, params=params)
+
+
+def revoke_key(name: str) -> Call[ApiKeyInfo]:
+    """``DELETE /v1/keys/{name}``: revoke a tenant key."""
+    return Call("DELETE", f"/v1/keys/{_segment(name)}", _model(ApiKeyInfo))
 
 
 def find_run(page: JobRunPage, job_run_id: str) -> JobRun | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from datetime import datetime
 from types import TracebackType
 from typing import Any, Self, TypeVar, Unpack
 
@@ -14,7 +15,9 @@ from arandu_client import _core
 from arandu_client._core import AsOf, Call, NdjsonSource
 from arandu_client.errors import TransportError
 from arandu_client.models import (
+    ApiKeyInfo,
     BatchAccepted,
+    CreatedApiKey,
     DryRunResult,
     EntityPage,
     EntityProfile,
@@ -238,6 +241,41 @@ class AsyncAranduClient:
             if run is not None and run.finished:
                 return run
             await asyncio.sleep(pacer.delay(run.status if run is not None else "not listed"))
+
+    # ---- API keys (operator keys only) -------------------------------------------------------
+
+    async def create_key(
+        self,
+        name: str,
+        *,
+        agent_ids: Sequence[str] | None = None,
+        agent_prefix: str | None = None,
+        permissions: Sequence[str] = ("read", "write"),
+        tenant: str | None = None,
+        expires_at: datetime | str | None = None,
+        rate_limit_per_s: float | None = None,
+    ) -> CreatedApiKey:
+        """A new tenant key for some agents (``agent_ids``, or ``agent_prefix`` such as ``acme:``); the key is
+        in the answer only."""
+        return await self._call(
+            _core.create_key(
+                name,
+                agent_ids=agent_ids,
+                agent_prefix=agent_prefix,
+                permissions=permissions,
+                tenant=tenant,
+                expires_at=expires_at,
+                rate_limit_per_s=rate_limit_per_s,
+            )
+        )
+
+    async def list_keys(self, *, include_revoked: bool = False) -> list[ApiKeyInfo]:
+        """Tenant keys, newest first (never the keys themselves)."""
+        return await self._call(_core.list_keys(include_revoked))
+
+    async def revoke_key(self, name: str) -> ApiKeyInfo:
+        """Revoke a tenant key (refused everywhere within seconds); NotFoundError when there is none."""
+        return await self._call(_core.revoke_key(name))
 
     # ---- Operations ------------------------------------------------------------------------
 

@@ -70,6 +70,14 @@ class AuthenticationError(ApiError):
     """401: the API key is missing or wrong."""
 
 
+class PermissionDeniedError(ApiError):
+    """403: the key may not act for this agent, or lacks the permission (read, write, admin)."""
+
+
+class RateLimitedError(ApiError):
+    """429: the key's rate limit is reached; :attr:`retry_after` says when to try again."""
+
+
 class NotFoundError(ApiError):
     """404: no such agent-scoped fact, event or import, or an unknown path."""
 
@@ -92,10 +100,12 @@ class ServerError(ApiError):
 
 _BY_STATUS: dict[int, type[ApiError]] = {
     401: AuthenticationError,
+    403: PermissionDeniedError,
     404: NotFoundError,
     409: ConflictError,
     413: PayloadTooLargeError,
     422: InvalidRequestError,
+    429: RateLimitedError,
 }
 
 
@@ -140,6 +150,8 @@ __all__ = [
     "InvalidRequestError",
     "NotFoundError",
     "PayloadTooLargeError",
+    "PermissionDeniedError",
+    "RateLimitedError",
     "ServerError",
     "TransportError",
     "WaitTimeoutError",

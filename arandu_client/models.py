@@ -328,6 +328,37 @@ class JobRunPage(_Model):
 # ---- Operations ----------------------------------------------------------------------------
 
 
+# ---- API keys ------------------------------------------------------------------------------
+
+
+class ApiKeyInfo(_Model):
+    """A tenant key as listed (never the key itself: ``key_hint`` is its first characters)."""
+
+    name: str
+    tenant: str
+    key_hint: str
+    permissions: list[str]
+    agent_ids: list[str] | None = None
+    agent_prefix: str | None = None
+    rate_limit_per_s: float | None = None
+    expires_at: datetime | None = None
+    created_at: datetime
+    revoked_at: datetime | None = None
+    status: str
+
+
+class CreatedApiKey(ApiKeyInfo):
+    """A new tenant key: ``key`` is shown this once."""
+
+    key: str
+
+
+class ApiKeyList(_Model):
+    """Tenant keys, newest first."""
+
+    keys: list[ApiKeyInfo]
+
+
 class Readiness(_Model):
     """``GET /readyz``: ``checks`` names each dependency (database, broker) and its state."""
 
@@ -341,7 +372,10 @@ class Readiness(_Model):
 
 
 __all__ = [
+    "ApiKeyInfo",
+    "ApiKeyList",
     "BatchAccepted",
+    "CreatedApiKey",
     "Deleted",
     "DryRunResult",
     "EntityDetail",

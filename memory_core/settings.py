@@ -108,6 +108,13 @@ class Settings(BaseSettings):
     api_host: str = "127.0.0.1"
     api_port: int = Field(default=8000, ge=1, le=65535)
     api_keys: Annotated[tuple[str, ...], NoDecode] = ()
+    # Tenant keys (arandu keys create): requests per second each, bursts of twice that (token
+    # bucket in Redis); 0 turns the limit off. A key may carry its own. The operator's keys
+    # (api_keys) are not limited.
+    api_key_rate_limit_per_s: float = Field(default=50.0, ge=0, le=1_000_000)
+    # How long an API process trusts what it read of a tenant key: a revocation takes effect
+    # within this many seconds on every process.
+    api_key_cache_s: float = Field(default=2.0, ge=0, le=60)
     max_message_bytes: int = Field(default=256 * 1024, ge=1024, le=64 * 1024 * 1024)
     # A retrieve's query: a question, not a document. Its words are matched against every
     # entity name and may go to the LLM reranker; 256 KiB queries stalled the API (issue 46).

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import select
 from starlette.responses import JSONResponse
 
-from api.auth import require_api_key
+from api.auth import READ, require_api_key
 from api.dependencies import JsonBody, answer, body_doc, get_state, parse_json
 from api.routes.messages import ERROR_RESPONSES, AgentId
 from api.run_errors import client_error
@@ -75,6 +75,7 @@ _QUERY = select(
 
 @router.post(
     "/v1/agents/{agent_id}/events/lookup",
+    dependencies=[READ],
     response_model=EventLookup,
     responses=ERROR_RESPONSES,
     openapi_extra=body_doc(EventLookupIn),

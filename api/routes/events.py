@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Request
 from sqlalchemy import bindparam, select
 from starlette.responses import JSONResponse
 
-from api.auth import require_api_key
+from api.auth import ADMIN, READ, may_see, require_api_key
 from api.dependencies import JsonBody, answer, body_doc, get_state, parse_json
 from api.errors import ApiError
 from api.routes.messages import AgentId
@@ -54,7 +54,8 @@ def _not_found(event_id: uuid.UUID) -> ApiError:
 def _event(request: Request, event_id: uuid.UUID, agent_id: str | None) -> dict[str, Any]:
     with get_state(request).engine.connect() as connection:
         row = connection.execute(_EVENT_QUERY, {"event_id": event_id}).first()
-    if row is None or (agent_id is not None and row.agent_id != agent_id):
+    # Another tenant's event answers exactly as an unknown one (after the same single query).
+    if row is None or (agent_id is not None and row.agent_id != agent_id) or not may_see(request, row.agent_id):
         raise _not_found(event_id)
     return {
         "event_id": str(row.event_id),
@@ -72,15 +73,22 @@ def _event(request: Request, event_id: uuid.UUID, agent_id: str | None) -> dict[
     }
 
 
-@router.get("/v1/events/{event_id}", response_model=EventStatus, responses=_RESPONSES, summary="A message's processing")
+@router.get(
+    "/v1/events/{event_id}",
+    dependencies=[READ],
+    response_model=EventStatus,
+    responses=_RESPONSES,
+    summary="A message's processing",
+)
 def get_event(request: Request, event_id: uuid.UUID) -> JSONResponse:
     """Status (``received`` ... ``done`` or ``failed``), the stage reached or failed, attempts, the
-    last error, and the write result once done. Keys are service-wide, so any event id is visible."""
+    last error, and the write result once done. An event of an agent the key does not cover is a 404."""
     return answer(200, _event(request, event_id, None))
 
 
 @router.get(
     "/v1/agents/{agent_id}/events/{event_id}",
+    dependencies=[READ],
     response_model=EventStatus,
     responses=_RESPONSES,
     summary="A message's processing (agent-scoped)",
@@ -92,6 +100,7 @@ def get_agent_event(request: Request, agent_id: AgentId, event_id: uuid.UUID) ->
 
 @router.post(
     "/v1/events/{event_id}/retry",
+    dependencies=[ADMIN],
     status_code=202,
     response_model=RetryAccepted,
     responses={**_RESPONSES, 409: {"model": ErrorBody, "description": "not failed (nor done, with from_scratch)"}},
@@ -107,6 +116,9 @@ def retry_event(request: Request, event_id: uuid.UUID, body: JsonBody) -> JSONRe
     options = parse_json(RetryIn, body) if body.strip() else RetryIn()
     state = get_state(request)
     with state.sessions.begin() as session:
+        owner = session.execute(select(PipelineRun.agent_id).where(PipelineRun.event_id == event_id)).scalar()
+        if owner is None or not may_see(request, owner):
+            raise _not_found(event_id)
         start = redrive(session, event_id, from_scratch=options.from_scratch)
         if start is None:
             status = session.execute(select(PipelineRun.status).where(PipelineRun.event_id == event_id)).scalar()

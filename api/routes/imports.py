@@ -14,9 +14,10 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
 from pydantic import ValidationError
+from sqlalchemy import select
 from starlette.responses import JSONResponse
 
-from api.auth import require_api_key
+from api.auth import READ, WRITE, may_see, require_api_key
 from api.dependencies import ImportBody, answer, body_doc, get_state, import_body, parse_json
 from api.errors import ApiError, problems_from_pydantic, validation_failed
 from api.routes.messages import ERROR_RESPONSES, AgentId, cap_warnings
@@ -30,6 +31,7 @@ from api.schemas import (
     Problem,
     prepare_messages,
 )
+from memory_core.db.models import Import
 from memory_core.write.intake import AcceptedMessage, accept_messages, create_import, finish_import_intake
 from memory_core.write.runs import ImportProgress, import_progress
 
@@ -103,6 +105,7 @@ def _store_import(
 
 @router.post(
     "/v1/agents/{agent_id}/imports",
+    dependencies=[WRITE],
     status_code=202,
     response_model=ImportAccepted,
     responses=ERROR_RESPONSES,
@@ -163,10 +166,15 @@ def _progress_answer(progress: ImportProgress) -> dict[str, Any]:
 
 
 def _load(request: Request, import_id: uuid.UUID, agent_id: str | None) -> ImportProgress:
+    not_found = ApiError(404, f"import {import_id} not found", [("path.import_id", "no such import")])
     with get_state(request).sessions() as session:
+        # The owner first, by primary key: another tenant's import costs what an unknown id costs.
+        owner = session.execute(select(Import.agent_id).where(Import.id == import_id)).scalar()
+        if owner is None or (agent_id is not None and owner != agent_id) or not may_see(request, owner):
+            raise not_found
         progress = import_progress(session, import_id)
-    if progress is None or (agent_id is not None and progress.agent_id != agent_id):
-        raise ApiError(404, f"import {import_id} not found", [("path.import_id", "no such import")])
+    if progress is None:
+        raise not_found
     return progress
 
 
@@ -177,7 +185,13 @@ _NOT_FOUND: dict[int | str, dict[str, Any]] = {
 }
 
 
-@router.get("/v1/imports/{import_id}", response_model=ImportStatus, responses=_NOT_FOUND, summary="Import progress")
+@router.get(
+    "/v1/imports/{import_id}",
+    dependencies=[READ],
+    response_model=ImportStatus,
+    responses=_NOT_FOUND,
+    summary="Import progress",
+)
 def get_import(request: Request, import_id: uuid.UUID) -> JSONResponse:
     """How many of an import's messages are done, failed and pending; ``status`` is ``running``,
     ``done`` or ``failed`` (finished with some failed)."""
@@ -186,6 +200,7 @@ def get_import(request: Request, import_id: uuid.UUID) -> JSONResponse:
 
 @router.get(
     "/v1/agents/{agent_id}/imports/{import_id}",
+    dependencies=[READ],
     response_model=ImportStatus,
     responses=_NOT_FOUND,
     summary="Import progress (agent-scoped)",

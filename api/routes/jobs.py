@@ -14,7 +14,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 from starlette.responses import JSONResponse
 
-from api.auth import require_api_key
+from api.auth import ADMIN, READ, require_api_key
 from api.dependencies import answer, get_state
 from api.errors import ApiError, validation_failed
 from api.routes.messages import AgentId
@@ -64,6 +64,7 @@ def run_view(run: JobRun) -> dict[str, Any]:
 
 @router.post(
     "/v1/agents/{agent_id}/jobs/{job}",
+    dependencies=[ADMIN],
     status_code=202,
     response_model=JobRunAccepted,
     responses=_RUN_RESPONSES,
@@ -102,6 +103,7 @@ def run_job(request: Request, agent_id: AgentId, job: str) -> JSONResponse:
 
 @router.get(
     "/v1/agents/{agent_id}/jobs",
+    dependencies=[READ],
     response_model=JobRunPage,
     responses=_LIST_RESPONSES,
     summary="Recent maintenance runs",

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 from starlette.responses import JSONResponse
 
-from api.auth import require_api_key
+from api.auth import READ, WRITE, require_api_key
 from api.dependencies import answer, get_state
 from api.errors import ApiError, validation_failed
 from api.routes.messages import AgentId
@@ -84,7 +84,13 @@ def _facts(facts: list[FactDetail]) -> list[dict[str, Any]]:
     return [fact.model_dump(mode="json") for fact in facts]
 
 
-@router.get("/v1/agents/{agent_id}/facts", response_model=FactPage, responses=_LIST_RESPONSES, summary="List facts")
+@router.get(
+    "/v1/agents/{agent_id}/facts",
+    dependencies=[READ],
+    response_model=FactPage,
+    responses=_LIST_RESPONSES,
+    summary="List facts",
+)
 def get_facts(
     request: Request,
     agent_id: AgentId,
@@ -104,7 +110,11 @@ def get_facts(
 
 
 @router.get(
-    "/v1/agents/{agent_id}/facts/{fact_id}", response_model=FactDetail, responses=_ONE_RESPONSES, summary="One fact"
+    "/v1/agents/{agent_id}/facts/{fact_id}",
+    dependencies=[READ],
+    response_model=FactDetail,
+    responses=_ONE_RESPONSES,
+    summary="One fact",
 )
 def get_one_fact(request: Request, agent_id: AgentId, fact_id: uuid.UUID) -> JSONResponse:
     """One fact with its validity window and provenance; superseded facts too (``is_active`` false)."""
@@ -116,7 +126,11 @@ def get_one_fact(request: Request, agent_id: AgentId, fact_id: uuid.UUID) -> JSO
 
 
 @router.delete(
-    "/v1/agents/{agent_id}/facts/{fact_id}", response_model=Deleted, responses=_ONE_RESPONSES, summary="Delete a fact"
+    "/v1/agents/{agent_id}/facts/{fact_id}",
+    dependencies=[WRITE],
+    response_model=Deleted,
+    responses=_ONE_RESPONSES,
+    summary="Delete a fact",
 )
 def delete_one_fact(request: Request, agent_id: AgentId, fact_id: uuid.UUID) -> JSONResponse:
     """Delete the fact for good (its entity links go with it): ``{"deleted": 1}``, or 404."""
@@ -127,7 +141,13 @@ def delete_one_fact(request: Request, agent_id: AgentId, fact_id: uuid.UUID) -> 
     return answer(200, {"deleted": 1})
 
 
-@router.delete("/v1/agents/{agent_id}/facts", response_model=Deleted, responses=_LIST_RESPONSES, summary="Delete all")
+@router.delete(
+    "/v1/agents/{agent_id}/facts",
+    dependencies=[WRITE],
+    response_model=Deleted,
+    responses=_LIST_RESPONSES,
+    summary="Delete all",
+)
 def delete_every_fact(request: Request, agent_id: AgentId) -> JSONResponse:
     """Delete every fact of the agent, history included: ``{"deleted": n}``. Entities (with no facts) and
     events stay."""
@@ -137,7 +157,11 @@ def delete_every_fact(request: Request, agent_id: AgentId) -> JSONResponse:
 
 
 @router.get(
-    "/v1/agents/{agent_id}/entities", response_model=EntityPage, responses=_LIST_RESPONSES, summary="List entities"
+    "/v1/agents/{agent_id}/entities",
+    dependencies=[READ],
+    response_model=EntityPage,
+    responses=_LIST_RESPONSES,
+    summary="List entities",
 )
 def get_entities(
     request: Request, agent_id: AgentId, limit: Limit = DEFAULT_PAGE_SIZE, offset: Offset = 0
@@ -157,6 +181,7 @@ _ENTITY_RESPONSES: dict[int | str, dict[str, Any]] = {
 
 @router.get(
     "/v1/agents/{agent_id}/entities/{entity_key:path}",
+    dependencies=[READ],
     response_model=EntityProfile,
     responses=_ENTITY_RESPONSES,
     summary="One entity",

@@ -19,7 +19,7 @@ from fastapi import APIRouter, Depends, Path, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse
 
-from api.auth import require_api_key
+from api.auth import WRITE, require_api_key
 from api.dependencies import ApiState, JsonBody, answer, body_doc, get_state, parse_json
 from api.errors import ApiError, validation_failed
 from api.heavy_work import is_heavy
@@ -74,6 +74,7 @@ def cap_warnings(warnings: list[str]) -> list[str]:
 
 @router.post(
     "/v1/agents/{agent_id}/messages",
+    dependencies=[WRITE],
     status_code=202,
     response_model=MessageAccepted,
     responses={
@@ -150,6 +151,7 @@ def _dry_run_result(state: ApiState, agent_id: str, incoming: IncomingMessage) -
 
 @router.post(
     "/v1/agents/{agent_id}/messages/batch",
+    dependencies=[WRITE],
     status_code=202,
     response_model=BatchAccepted,
     responses=ERROR_RESPONSES,

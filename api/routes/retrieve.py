@@ -16,7 +16,7 @@ from fastapi import APIRouter, Depends, Request
 from pydantic import ValidationError
 from starlette.responses import Response
 
-from api.auth import require_api_key
+from api.auth import READ, require_api_key
 from api.dependencies import ApiState, JsonBody, body_doc, get_state
 from api.errors import ApiError, problems_from_pydantic, validation_failed
 from api.heavy_work import is_heavy
@@ -72,6 +72,7 @@ def check_overrides(state: ApiState, overrides: dict[str, Any]) -> list[str]:
 
 @router.post(
     "/v1/agents/{agent_id}/retrieve",
+    dependencies=[READ],
     response_model=RetrieveResult,
     responses=_RESPONSES,
     openapi_extra=body_doc(RetrieveIn),

@@ -36,7 +36,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 from sqlalchemy import text as sql_text
-from sqlalchemy.dialects.postgresql import JSONB, TSVECTOR
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from memory_core.db.text_search import fact_search_vector_sql
@@ -75,6 +75,35 @@ class SchemaInfo(Base):
     id: Mapped[int] = mapped_column(SmallInteger, primary_key=True, default=1)
     embedding_dimensions: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[datetime] = _created_at()
+
+
+class ApiKey(Base):
+    """An API key of a tenant, scoped to some agents and permissions; only its SHA-256 is stored.
+
+    The agents are an explicit list (``agent_ids``) or an ``agent_prefix`` such as ``acme:``.
+    Revoked keys stay (``revoked_at``) so a name's history can be read; a name is unique among
+    the keys not revoked.
+    """
+
+    __tablename__ = "api_keys"
+    __table_args__ = (
+        Index("uq_api_keys_active_name", "name", unique=True, postgresql_where=sql_text("revoked_at IS NULL")),
+        CheckConstraint("(agent_prefix IS NULL) <> (agent_ids IS NULL)", name="api_keys_agents_by_list_or_prefix"),
+    )
+
+    id: Mapped[uuid.UUID] = _pk()
+    name: Mapped[str] = mapped_column(String(128))
+    tenant: Mapped[str] = mapped_column(String(128))
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    # The key's first characters, to tell keys apart in listings without storing the key.
+    key_hint: Mapped[str] = mapped_column(String(16))
+    agent_ids: Mapped[list[str] | None] = mapped_column(ARRAY(Text))
+    agent_prefix: Mapped[str | None] = mapped_column(String(128))
+    permissions: Mapped[list[str]] = mapped_column(ARRAY(Text))
+    rate_limit_per_s: Mapped[float | None] = mapped_column(Float)
+    expires_at: Mapped[datetime | None] = mapped_column()
+    created_at: Mapped[datetime] = _created_at()
+    revoked_at: Mapped[datetime | None] = mapped_column()
 
 
 class Import(Base):
