@@ -169,6 +169,18 @@ def agent_endpoints(agent: str, fact_id: str, event_id: str, import_id: str) -> 
     ]
 
 
+def assert_refused_everywhere(http: httpx.Client, acme: dict[str, Any], status: int) -> None:
+    """Every endpoint of the agent, and the id-only ones, answer ``status`` to this client's key."""
+    endpoints = agent_endpoints(acme["agent"], acme["fact_id"], acme["event_id"], acme["import_id"])
+    endpoints += [
+        ("GET", f"/v1/events/{acme['event_id']}", None),
+        ("GET", f"/v1/imports/{acme['import_id']}", None),
+        ("POST", f"/v1/events/{acme['event_id']}/retry", {}),
+    ]
+    for method, path, body in endpoints:
+        assert http.request(method, path, json=body).status_code == status, (method, path)
+
+
 def test_another_tenants_key_is_refused_on_every_endpoint(stack: Stack, acme: dict[str, Any]) -> None:
     other = create_key(stack, agent_prefix=tenant(), permissions=["read", "write", "admin"])
     with as_key(stack, other["key"]) as http:
@@ -208,6 +220,14 @@ def test_permissions_read_write_admin(stack: Stack, acme: dict[str, Any]) -> Non
     reader = create_key(stack, agent_prefix=acme["prefix"], permissions=["read"])
     agent = acme["agent"]
     with as_key(stack, reader["key"]) as http:
+        writes = [
+            (method, path, body)
+            for method, path, body in agent_endpoints(agent, acme["fact_id"], acme["event_id"], acme["import_id"])
+            if method == "DELETE" or path.endswith(("/messages", "/batch", "/imports", "/jobs/importance"))
+        ]
+        assert len(writes) == 6
+        for method, path, body in writes:
+            assert http.request(method, path, json=body).status_code == 403, (method, path)
         assert http.post(f"/v1/agents/{agent}/retrieve", json={"query": "Where does Ana live?"}).status_code == 200
         assert http.get(f"/v1/agents/{agent}/jobs").status_code == 200
         refused = http.post(f"/v1/agents/{agent}/messages", json={"message": "hi", "speaker_name": "Ana"})
@@ -243,6 +263,8 @@ def test_a_revoked_key_is_refused_by_every_api_process_within_seconds(stack: Sta
                 assert time.monotonic() - revoked_at < 5, "still accepted 5 s after the revocation"
                 time.sleep(0.1)
             assert client.get(path).status_code == 401
+    with as_key(stack, created["key"]) as client:
+        assert_refused_everywhere(client, acme, 401)
     # The name is free again, for a new key.
     again = create_key(stack, name=created["name"], agent_prefix=acme["prefix"], permissions=["read"])
     with as_key(stack, again["key"]) as http:
@@ -259,6 +281,7 @@ def test_an_expired_key_is_refused(stack: Stack, acme: dict[str, Any]) -> None:
         refused = http.get(path)
         assert refused.status_code == 401
         assert "expired" in refused.json()["error"]
+        assert_refused_everywhere(http, acme, 401)
     with operator(stack) as http:
         listed = {key["name"]: key for key in http.get("/v1/keys").json()["keys"]}
         assert listed[created["name"]]["status"] == "expired"
