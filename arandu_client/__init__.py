@@ -31,6 +31,7 @@ from arandu_client.errors import (
     WaitTimeoutError,
 )
 from arandu_client.models import (
+    AgentErased,
     BatchAccepted,
     DryRunResult,
     EntityDetail,
@@ -62,6 +63,7 @@ from arandu_client.sync import AranduClient
 __version__ = VERSION
 
 __all__ = [
+    "AgentErased",
     "ApiError",
     "AranduClient",
     "AranduError",
