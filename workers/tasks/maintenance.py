@@ -8,7 +8,10 @@ task marks the run ``running``, calls the job, and records ``done`` with the job
 limit (the job is interrupted and its run ``failed``) and a hard one (the prefork child is
 killed; the run guard is released once the run is older than the hard limit, see
 :func:`memory_core.maintenance.runs.release_stale_runs`). Every send carries ``expires``: a
-task that waited longer is dropped by the worker and its run recorded ``skipped``.
+task that waited longer is dropped by the worker and its run recorded ``skipped``. A job runs
+on a context whose every transaction holds off the erasure of its agent and stops it once the
+agent was erased (:func:`memory_core.maintenance.erasure.erasure_guarded`): such a run ends
+``erased`` with nothing written and nothing recorded (its run row went with the agent).
 """
 
 from __future__ import annotations
