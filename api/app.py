@@ -1,5 +1,5 @@
 """The FastAPI application: health probes, the ``/v1`` write endpoints (messages, imports, events),
-retrieval and memory management (facts, entities), and the same memory as MCP tools at ``/mcp``."""
+retrieval, memory management (facts, entities), agent erasure, and the same memory as MCP tools at ``/mcp``."""
 
 from __future__ import annotations
 
