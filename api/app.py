@@ -1,5 +1,5 @@
 """The FastAPI application: health probes, the ``/v1`` write endpoints (messages, imports, events),
-retrieval and memory management (facts, entities), and the same memory as MCP tools at ``/mcp``."""
+retrieval, memory management (facts, entities), agent erasure, and the same memory as MCP tools at ``/mcp``."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from api.docs_assets import install_docs
 from api.errors import install_error_handlers
 from api.mcp_endpoint import MCP_PATH, McpEndpoint
 from api.metrics import build_metrics_registry
-from api.routes import event_lookup, events, imports, jobs, keys, memory, messages, retrieve
+from api.routes import agents, event_lookup, events, imports, jobs, keys, memory, messages, retrieve
 from api.schemas import BatchIn, ImportIn, MessageIn, RetrieveIn, RetryIn
 from memory_core.db.migrate import check_schema
 from memory_core.process_heap import freeze_startup_heap
@@ -68,6 +68,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(retrieve.router)
     app.include_router(memory.router)
     app.include_router(jobs.router)
+    app.include_router(agents.router)
     app.include_router(keys.router)
     mcp_endpoint = McpEndpoint(app)
     # A route, not a mount: a mount answers /mcp with a redirect to /mcp/, which clients must then follow.

@@ -397,6 +397,16 @@ class Deleted(BaseModel):
     deleted: int
 
 
+class AgentErased(BaseModel):
+    """What erasing an agent deleted: rows per table, every table that holds agent data (zeros included)."""
+
+    agent_id: str
+    deleted: dict[str, int] = Field(
+        description="Rows deleted per table: each table with an agent_id column and the tables hanging off them"
+    )
+    indexes_dropped: bool = Field(description="Whether the agent had search indexes of its own, now dropped")
+
+
 class JobRunAccepted(BaseModel):
     """A queued maintenance run; follow it with ``GET /v1/agents/{agent_id}/jobs``."""
 

@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from arandu_cli import doctor_cmd, import_cmd, mcp_cmd, retrieve_cmd
+from arandu_cli.agents_cmd import agents
 from arandu_cli.db_cmd import db
 from arandu_cli.entities_cmd import entities
 from arandu_cli.events_cmd import events
@@ -60,6 +61,7 @@ app.add_typer(events, name="events")
 app.add_typer(facts, name="facts")
 app.add_typer(entities, name="entities")
 app.add_typer(jobs, name="jobs")
+app.add_typer(agents, name="agents")
 app.add_typer(keys, name="keys")
 app.add_typer(db, name="db")
 doctor_cmd.register(app)

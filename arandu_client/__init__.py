@@ -33,6 +33,7 @@ from arandu_client.errors import (
     WaitTimeoutError,
 )
 from arandu_client.models import (
+    AgentErased,
     ApiKeyInfo,
     BatchAccepted,
     CreatedApiKey,
@@ -66,6 +67,7 @@ from arandu_client.sync import AranduClient
 __version__ = VERSION
 
 __all__ = [
+    "AgentErased",
     "ApiError",
     "ApiKeyInfo",
     "AranduClient",

@@ -22,6 +22,7 @@ from pydantic import BaseModel
 
 from arandu_client.errors import WaitTimeoutError, api_error
 from arandu_client.models import (
+    AgentErased,
     ApiKeyInfo,
     ApiKeyList,
     BatchAccepted,
@@ -290,6 +291,11 @@ def delete_fact(agent_id: str, fact_id: str) -> Call[None]:
 def delete_all_facts(agent_id: str) -> Call[int]:
     """``DELETE /v1/agents/{agent_id}/facts``: how many facts were deleted."""
     return Call("DELETE", f"{_agent(agent_id)}/facts", _deleted)
+
+
+def erase_agent(agent_id: str) -> Call[AgentErased]:
+    """``DELETE /v1/agents/{agent_id}?confirm=true``: everything of the agent, for good."""
+    return Call("DELETE", _agent(agent_id), _model(AgentErased), params={"confirm": "true"})
 
 
 def list_entities(agent_id: str, *, limit: int, offset: int) -> Call[EntityPage]:

@@ -15,6 +15,7 @@ from arandu_client import _core
 from arandu_client._core import AsOf, Call, NdjsonSource
 from arandu_client.errors import TransportError
 from arandu_client.models import (
+    AgentErased,
     ApiKeyInfo,
     BatchAccepted,
     CreatedApiKey,
@@ -212,6 +213,10 @@ class AsyncAranduClient:
     async def delete_all_facts(self, agent_id: str) -> int:
         """Delete every fact of the agent; returns how many there were."""
         return await self._call(_core.delete_all_facts(agent_id))
+
+    async def erase_agent(self, agent_id: str) -> AgentErased:
+        """Erase the agent: its events and everything derived from them, for good; rows deleted per table."""
+        return await self._call(_core.erase_agent(agent_id))
 
     async def list_entities(self, agent_id: str, *, limit: int = 50, offset: int = 0) -> EntityPage:
         """The agent's entities."""

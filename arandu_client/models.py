@@ -282,6 +282,19 @@ class Deleted(_Model):
     deleted: int
 
 
+class AgentErased(_Model):
+    """What erasing an agent deleted: rows per table (every table that holds agent data, zeros included)."""
+
+    agent_id: str
+    deleted: dict[str, int]
+    indexes_dropped: bool = False
+
+    @property
+    def total(self) -> int:
+        """Rows deleted in all tables."""
+        return sum(self.deleted.values())
+
+
 # ---- Maintenance jobs ----------------------------------------------------------------------
 
 JOB_FINAL_STATUSES = frozenset({"done", "failed", "skipped"})

@@ -14,6 +14,7 @@ from arandu_client import _core
 from arandu_client._core import AsOf, Call, NdjsonSource
 from arandu_client.errors import TransportError
 from arandu_client.models import (
+    AgentErased,
     ApiKeyInfo,
     BatchAccepted,
     CreatedApiKey,
@@ -214,6 +215,14 @@ class AranduClient:
     def delete_all_facts(self, agent_id: str) -> int:
         """Delete every fact of the agent; returns how many there were."""
         return self._call(_core.delete_all_facts(agent_id))
+
+    def erase_agent(self, agent_id: str) -> AgentErased:
+        """Erase the agent: its events and everything derived from them, for good; rows deleted per table.
+
+        Tasks still queued for the agent end as no-ops; messages sent afterwards start a fresh
+        memory. Erasing an agent that has nothing answers zeros.
+        """
+        return self._call(_core.erase_agent(agent_id))
 
     def list_entities(self, agent_id: str, *, limit: int = 50, offset: int = 0) -> EntityPage:
         """The agent's entities."""

@@ -332,16 +332,42 @@ def _build_missing(
     connection.execute(text(f'DROP INDEX CONCURRENTLY IF EXISTS "{_legacy_index_name(agent_id)}"'))
 
 
-def drop_agent_index(engine: Engine, agent_id: str) -> bool:
-    """Drop ``agent_id``'s partial indexes if it has any (the agent shrank, or was deleted)."""
+def drop_agent_index(engine: Engine, agent_id: str, *, wait_for_build_s: float = 0.0) -> bool:
+    """Drop ``agent_id``'s partial indexes if it has any (the agent shrank, or was deleted).
+
+    With ``wait_for_build_s``, a build of them in progress (which holds the agent's build lock) is
+    first waited for, up to that long, so it cannot leave an index behind once this returns; past
+    that the indexes are dropped anyway.
+    """
     with engine.execution_options(isolation_level="AUTOCOMMIT").connect() as connection:
-        present = False
-        for index in (*_agent_index_names(agent_id), _legacy_index_name(agent_id)):
-            if _index_state(connection, index) is not None:
-                present = True
-                connection.execute(text(f'DROP INDEX CONCURRENTLY IF EXISTS "{index}"'))
+        key = _lock_key(agent_id)
+        locked = wait_for_build_s > 0 and _take_agent_build_lock(connection, key, wait_for_build_s)
+        try:
+            present = False
+            for index in (*_agent_index_names(agent_id), _legacy_index_name(agent_id)):
+                if _index_state(connection, index) is not None:
+                    present = True
+                    connection.execute(text(f'DROP INDEX CONCURRENTLY IF EXISTS "{index}"'))
+        finally:
+            if locked:
+                connection.execute(text("SELECT pg_advisory_unlock(:ns, :key)"), {"ns": _LOCK_NAMESPACE, "key": key})
     agent_indexes.forget(engine, agent_id)
     return present
+
+
+def _take_agent_build_lock(connection: Connection, key: int, wait_s: float) -> bool:
+    """Take the agent's build lock, trying again until ``wait_s`` has passed (never a blocking wait: see
+    :func:`_take_build_slot`)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        taken = connection.execute(
+            text("SELECT pg_try_advisory_lock(:ns, :key)"), {"ns": _LOCK_NAMESPACE, "key": key}
+        ).scalar()
+        if taken:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(_SLOT_POLL_S)
 
 
 def _has_agent_indexes(connection: Session | Connection, agent_id: str) -> bool:

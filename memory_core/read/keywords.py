@@ -137,6 +137,12 @@ class _DocumentFrequencyCache:
         with self._lock:
             self._values.clear()
 
+    def forget_agent(self, database: str, agent_id: str) -> None:
+        """Forget the counts of one agent of ``database`` (it was erased)."""
+        with self._lock:
+            for key in [key for key in self._values if key[0] == database and key[1] == agent_id]:
+                del self._values[key]
+
 
 document_frequency_cache = _DocumentFrequencyCache()
 

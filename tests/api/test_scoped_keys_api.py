@@ -166,6 +166,7 @@ def agent_endpoints(agent: str, fact_id: str, event_id: str, import_id: str) -> 
         ("GET", f"{base}/entities/person:ana", None),
         ("POST", f"{base}/jobs/importance", None),
         ("GET", f"{base}/jobs", None),
+        ("DELETE", f"{base}?confirm=true", None),
     ]
 
 
@@ -225,7 +226,7 @@ def test_permissions_read_write_admin(stack: Stack, acme: dict[str, Any]) -> Non
             for method, path, body in agent_endpoints(agent, acme["fact_id"], acme["event_id"], acme["import_id"])
             if method == "DELETE" or path.endswith(("/messages", "/batch", "/imports", "/jobs/importance"))
         ]
-        assert len(writes) == 6
+        assert len(writes) == 7
         for method, path, body in writes:
             assert http.request(method, path, json=body).status_code == 403, (method, path)
         assert http.post(f"/v1/agents/{agent}/retrieve", json={"query": "Where does Ana live?"}).status_code == 200

@@ -8,7 +8,10 @@ task marks the run ``running``, calls the job, and records ``done`` with the job
 limit (the job is interrupted and its run ``failed``) and a hard one (the prefork child is
 killed; the run guard is released once the run is older than the hard limit, see
 :func:`memory_core.maintenance.runs.release_stale_runs`). Every send carries ``expires``: a
-task that waited longer is dropped by the worker and its run recorded ``skipped``.
+task that waited longer is dropped by the worker and its run recorded ``skipped``. A job runs
+on a context whose every transaction holds off the erasure of its agent and stops it once the
+agent was erased (:func:`memory_core.maintenance.erasure.erasure_guarded`): such a run ends
+``erased`` with nothing written and nothing recorded (its run row went with the agent).
 """
 
 from __future__ import annotations
@@ -23,11 +26,14 @@ from celery.exceptions import SoftTimeLimitExceeded
 from celery.signals import task_revoked
 from sqlalchemy.orm import Session
 
+from memory_core.maintenance.context import MaintenanceContext
+from memory_core.maintenance.erasure import erasure_guarded
 from memory_core.maintenance.registry import JOB_NAMES, JobFunction, job_function
 from memory_core.maintenance.runs import (
     agents_with_new_events,
     claim_run,
     finish_run,
+    get_run,
     release_stale_runs,
     request_runs,
     skip_queued_run,
@@ -135,8 +141,10 @@ def _run(task: Task, job: str, run_id: str) -> str:
         # was released as stale. Running it now could overlap another run of the same job.
         logger.info("%s run %s is not queued any more; nothing to do", job, run_id)
         return "skipped"
+    # Every transaction of the job holds off the agent's erasure, and finds out about one.
+    guarded = erasure_guarded(context, run_uuid, run.agent_id)
     try:
-        result = dict(_job(task.app, job)(context, run.agent_id, context.base_config))
+        result = dict(_job(task.app, job)(guarded, run.agent_id, context.base_config))
     except SoftTimeLimitExceeded as error:
         message = f"soft time limit of {TIME_LIMITS[job].soft:g} s exceeded"
         with context.sessions.begin() as session:
@@ -144,14 +152,27 @@ def _run(task: Task, job: str, run_id: str) -> str:
         logger.error("%s for agent %s: %s", job, run.agent_id, message)
         raise SoftTimeLimitExceeded(message) from error
     except Exception as error:
+        if _erased(context, run_uuid):
+            # The agent was erased mid-run (its run row with it): nothing to record, nothing failed.
+            logger.info("%s for agent %s stopped: the agent was erased (%s)", job, run.agent_id, error)
+            return "erased"
         with context.sessions.begin() as session:
             finish_run(session, run_uuid, "failed", error=_error_text(error))
         logger.exception("%s for agent %s failed", job, run.agent_id)
         # Re-raised so Flower shows the task as FAILURE with its exception; the run row has it too.
         raise
     with context.sessions.begin() as session:
-        finish_run(session, run_uuid, "done", result=result)
+        finished = finish_run(session, run_uuid, "done", result=result)
+    if not finished and _erased(context, run_uuid):
+        logger.info("%s for agent %s ended after the agent was erased", job, run.agent_id)
+        return "erased"
     return "done"
+
+
+def _erased(context: MaintenanceContext, run_id: uuid.UUID) -> bool:
+    """Whether the run's row is gone: only an erasure of its agent deletes it."""
+    with context.sessions() as session:
+        return get_run(session, run_id) is None
 
 
 def _fan_out(task: Task, job: str) -> int:
