@@ -44,8 +44,8 @@ def test_without_a_session_only_the_login_page_is_served(ui_stack: UiStack) -> N
         assert login_page.status_code == 200
         assert "API key" in login_page.text
         assert "script-src 'self'" in login_page.headers["content-security-policy"]
-        forged = client.get("/ui/", headers=HTML, cookies={"arandu_ui": "not-a-session"})
-        assert forged.status_code == 303
+    with httpx.Client(base_url=ui_stack.base_url, timeout=30, cookies={"arandu_ui": "not-a-session"}) as forged:
+        assert forged.get("/ui/", headers=HTML).status_code == 303
 
 
 def test_wrong_key_shows_an_error_and_sets_no_session(ui_stack: UiStack) -> None:
