@@ -21,6 +21,7 @@ from api.mcp_endpoint import MCP_PATH, McpEndpoint
 from api.metrics import build_metrics_registry
 from api.routes import agents, event_lookup, events, imports, jobs, keys, memory, messages, retrieve
 from api.schemas import BatchIn, ImportIn, MessageIn, RetrieveIn, RetryIn
+from api.ui import install_ui
 from memory_core.db.migrate import check_schema
 from memory_core.process_heap import freeze_startup_heap
 from memory_core.settings import Settings, get_settings
@@ -70,6 +71,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(jobs.router)
     app.include_router(agents.router)
     app.include_router(keys.router)
+    install_ui(app, settings)
     mcp_endpoint = McpEndpoint(app)
     # A route, not a mount: a mount answers /mcp with a redirect to /mcp/, which clients must then follow.
     app.router.add_route(MCP_PATH, mcp_endpoint, methods=["GET", "POST", "DELETE"], include_in_schema=False)

@@ -12,7 +12,7 @@ import os
 from enum import StrEnum
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -115,6 +115,11 @@ class Settings(BaseSettings):
     # How long an API process trusts what it read of a tenant key: a revocation takes effect
     # within this many seconds on every process.
     api_key_cache_s: float = Field(default=2.0, ge=0, le=60)
+    # The memory explorer's (/ui/) session cookie: how long a login lasts, and whether the cookie
+    # is marked Secure: "auto" when the request came over https, "always", or "never" (plain
+    # http on another host than 127.0.0.1/localhost, which browsers refuse Secure cookies on).
+    ui_session_ttl_s: int = Field(default=8 * 3600, ge=60, le=30 * 24 * 3600)
+    ui_cookie_secure: Literal["auto", "always", "never"] = "auto"
     max_message_bytes: int = Field(default=256 * 1024, ge=1024, le=64 * 1024 * 1024)
     # A retrieve's query: a question, not a document. Its words are matched against every
     # entity name and may go to the LLM reranker; 256 KiB queries stalled the API (issue 46).

@@ -222,6 +222,7 @@ class DevStack:
                 f"arandu is running (ready in {ready_s:.1f} s, stack memory {self.memory_mib():.0f} MiB)",
                 f"  API        {api}   (OpenAPI docs at {api}/docs)",
                 f"  API key    {self.api_key}   (send as 'Authorization: Bearer <key>')",
+                f"  explorer   {api}/ui/   (log in with the API key)",
                 f"  MCP        {api}/mcp   (the key and 'X-Arandu-Agent-Id: <agent>'; or stdio: arandu mcp -a <agent>)",
                 f"  Flower     {flower}   (user {settings.flower_user}, password {self.flower_password})",
                 f"  database   {settings.database_url}",

@@ -1,0 +1,173 @@
+"""The explorer in a real headless browser (Debian's chromium through Selenium and /usr/bin/chromedriver).
+
+One scenario, as a user would go: log in, open the seeded agent, follow its entity, read a
+superseded fact's history, run a retrieve, re-drive a failed event; a screenshot of every page
+is written under the test run's temp folder. The XSS payload a message carried shows as text
+and never runs.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.api_server import TEST_API_KEY
+from tests.ui.conftest import UiStack
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+
+if not (shutil.which(CHROMIUM) and shutil.which(CHROMEDRIVER)):  # pragma: no cover - ./ops/test installs them
+    pytest.fail(
+        f"{CHROMIUM} and {CHROMEDRIVER} are needed (apt-get install chromium chromium-driver; ./ops/test does it)",
+        pytrace=False,
+    )
+
+os.environ.setdefault("SE_OFFLINE", "true")  # never let Selenium Manager download a driver
+
+from selenium import webdriver  # noqa: E402 - after SE_OFFLINE is set
+from selenium.webdriver.chrome.service import Service  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
+from selenium.webdriver.support import expected_conditions  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
+    """A headless chromium, quit at the end whatever happens."""
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for argument in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        "--window-size=1280,1000",
+        f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}",
+    ):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    try:
+        driver.set_page_load_timeout(60)
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture(scope="module")
+def screenshots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the pages' screenshots go (printed, so a run's report can point at them)."""
+    folder = tmp_path_factory.mktemp("ui-screenshots")
+    print(f"screenshots in {folder}")
+    return folder
+
+
+def wait_for(driver: WebDriver, condition: Callable[[WebDriver], object], timeout_s: float = 20) -> None:
+    WebDriverWait(driver, timeout_s).until(condition)
+
+
+def shoot(driver: WebDriver, folder: Path, name: str) -> None:
+    driver.save_screenshot(str(folder / f"{name}.png"))
+
+
+def test_a_user_explores_memory(browser: WebDriver, ui_stack: UiStack, screenshots: Path) -> None:
+    base, agent = ui_stack.base_url, ui_stack.agent_id
+
+    # Anything but the login page sends the browser to log in first.
+    browser.get(f"{base}/ui/")
+    wait_for(browser, expected_conditions.presence_of_element_located((By.ID, "api_key")))
+    assert "/ui/login?next=" in browser.current_url
+    shoot(browser, screenshots, "01-login")
+    browser.find_element(By.ID, "api_key").send_keys("wrong-key")
+    browser.find_element(By.ID, "login-submit").click()
+    wait_for(browser, expected_conditions.presence_of_element_located((By.ID, "login-error")))
+    assert "invalid API key" in browser.find_element(By.ID, "login-error").text
+    browser.find_element(By.ID, "api_key").send_keys(TEST_API_KEY)
+    browser.find_element(By.ID, "login-submit").click()
+    wait_for(browser, expected_conditions.presence_of_element_located((By.ID, "agents")))
+    assert agent in browser.find_element(By.ID, "agents").text
+    # The cookie is not the script's to read.
+    assert "arandu_ui" not in str(browser.execute_script("return document.cookie"))
+    shoot(browser, screenshots, "02-agents")
+
+    # The agent: its entities, recent facts and events; the XSS payload is text, never code.
+    browser.find_element(By.LINK_TEXT, agent).click()
+    wait_for(browser, expected_conditions.presence_of_element_located((By.ID, "entity-names")))
+    body = browser.find_element(By.TAG_NAME, "body").text
+    assert "Ana moved to Porto." in body
+    assert '<script>window.__xss=1</script><img src=x onerror="window.__xss=2">' in body
+    assert browser.execute_script("return typeof window.__xss") == "undefined"
+    shoot(browser, screenshots, "03-agent")
+
+    # The entity: the active fact, and in its history the superseded one with window and speaker.
+    browser.find_element(By.CSS_SELECTOR, "#entity-names a[href$='person%3Aana']").click()
+    wait_for(browser, expected_conditions.presence_of_element_located((By.ID, "active-facts")))
+    active = browser.find_element(By.ID, "active-facts").text
+    assert "Ana moved to Porto." in active
+    history = browser.find_element(By.CSS_SELECTOR, "#active-facts ol.superseded").text
+    assert "Ana lives in Lisbon." in history
+    assert "valid 2024-03-01 09:00:00 UTC → 2024-03-31 09:00:00 UTC" in history
+    assert "speaker: Ana" in history
+    assert "I live in Lisbon." in history  # its source message
+    assert browser.find_elements(By.CSS_SELECTOR, "svg#graph")
+    browser.set_window_size(1280, 1750)  # the whole entity page: profile, graph, facts and history
+    shoot(browser, screenshots, "04-entity")
+    browser.set_window_size(1280, 1000)
+
+    # Time travel: on 2024-03-15 Ana still lived in Lisbon.
+    field = browser.find_element(By.ID, "as-of-input")
+    field.clear()
+    field.send_keys("2024-03-15T12:00:00+00:00")
+    field.submit()
+    wait_for(browser, lambda driver: "Ana lives in Lisbon." in driver.find_element(By.ID, "active-facts").text)
+    assert "Ana moved to Porto." not in browser.find_element(By.ID, "active-facts").text
+    shoot(browser, screenshots, "05-entity-as-of")
+
+    # The retrieve playground: context, the score breakdown, the trace.
+    browser.get(f"{base}/ui/agents/{agent}/retrieve")
+    browser.find_element(By.ID, "query").send_keys("Which city does Ana live in?")
+    browser.find_element(By.ID, "retrieve-submit").click()
+    wait_for(browser, expected_conditions.presence_of_element_located((By.ID, "context")))
+    assert "Porto" in browser.find_element(By.ID, "context").text
+    scores = browser.find_element(By.ID, "scored-facts").text
+    assert "semantic" in scores
+    assert "Ana moved to Porto." in scores
+    assert browser.find_elements(By.ID, "trace")
+    shoot(browser, screenshots, "06-retrieve")
+
+    # The failed event: its error, then a confirmed re-drive (with the embedder healed) gets it done.
+    browser.get(f"{base}/ui/agents/{agent}/events?status=failed")
+    row = f"tr[data-event-id='{ui_stack.failed_event_id}']"
+    wait_for(browser, expected_conditions.presence_of_element_located((By.CSS_SELECTOR, row)))
+    assert (
+        "the embedding provider refused the text" in browser.find_element(By.CSS_SELECTOR, f"{row} .event-error").text
+    )
+    assert browser.find_element(By.CSS_SELECTOR, f"{row} .status").text == "failed"
+    shoot(browser, screenshots, "07-events-failed")
+    ui_stack.healed.set()
+    browser.find_element(By.CSS_SELECTOR, f"{row} button.redrive").click()
+    wait_for(browser, expected_conditions.alert_is_present())
+    browser.switch_to.alert.accept()
+    wait_for(browser, expected_conditions.presence_of_element_located((By.ID, "notice")))
+    deadline = time.monotonic() + 60
+    while True:
+        browser.get(f"{base}/ui/agents/{agent}/events")
+        status = browser.find_element(By.CSS_SELECTOR, f"{row} .status").text
+        if status == "done":
+            break
+        assert time.monotonic() < deadline, f"the re-driven event is still {status}"
+        time.sleep(0.3)
+    shoot(browser, screenshots, "08-events-after-redrive")
+
+    for page in ("entities", "imports", "jobs"):
+        browser.get(f"{base}/ui/agents/{agent}/{page}")
+        wait_for(browser, expected_conditions.presence_of_element_located((By.TAG_NAME, "h1")))
+        shoot(browser, screenshots, f"09-{page}")
+    assert browser.execute_script("return typeof window.__xss") == "undefined"
+    assert len(list(screenshots.glob("*.png"))) == 11
