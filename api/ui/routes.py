@@ -297,21 +297,40 @@ async def logout(request: Request, viewer: CurrentViewer) -> Response:
 # ---- Agents --------------------------------------------------------------------------------------------
 
 
+def narrowed_prefix(scope_prefix: str | None, find: str) -> str | None:
+    """The id prefix to list: the key's and the one searched for, whichever is narrower.
+
+    ``""`` (an empty string) when they exclude each other: nothing matches.
+    """
+    if not find:
+        return scope_prefix
+    if scope_prefix is None or find.startswith(scope_prefix):
+        return find
+    return scope_prefix if scope_prefix.startswith(find) else ""
+
+
 @router.get("/")
-async def agents_page(request: Request, viewer: CurrentViewer, after: str = "") -> Response:
-    """The agents the key covers, with capped counts and last activity."""
+async def agents_page(request: Request, viewer: CurrentViewer, after: str = "", find: str = "") -> Response:
+    """The agents the key covers, with capped counts and last activity; ``find`` keeps the ids starting so."""
     scope = viewer.scope
+    find = find.strip()[:128]
     agent_ids = None if scope.operator or scope.agent_ids is None else sorted(scope.agent_ids)
-    prefix = None if scope.operator else scope.agent_prefix
-    if not scope.operator and agent_ids is None and prefix is None:
+    prefix = narrowed_prefix(None if scope.operator else scope.agent_prefix, find)
+    if agent_ids is not None:
+        agent_ids = [agent_id for agent_id in agent_ids if agent_id.startswith(find)]
+        prefix = None
+    elif not scope.operator and scope.agent_prefix is None:
         agent_ids = []
+    elif prefix == "":
+        agent_ids = []
+        prefix = None
 
     def read() -> Any:
         with get_state(request).sessions() as session:
             return list_agents(session, agent_ids=agent_ids, prefix=prefix, after=after or None, limit=PAGE_SIZE)
 
     page = await run_in_threadpool(read)
-    return render(request, "agents.html", {"page": page, "after": after}, viewer=viewer)
+    return render(request, "agents.html", {"page": page, "after": after, "find": find}, viewer=viewer)
 
 
 @router.get("/agents/{agent_id}")

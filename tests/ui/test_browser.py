@@ -90,6 +90,10 @@ def test_a_user_explores_memory(browser: WebDriver, ui_stack: UiStack, screensho
     assert "invalid API key" in browser.find_element(By.ID, "login-error").text
     browser.find_element(By.ID, "api_key").send_keys(TEST_API_KEY)
     browser.find_element(By.ID, "login-submit").click()
+    wait_for(browser, expected_conditions.presence_of_element_located((By.ID, "find-agent")))
+    # The shared test database holds many agents: find this one as a user with many would.
+    browser.find_element(By.ID, "find").send_keys(agent)
+    browser.find_element(By.ID, "find-submit").click()
     wait_for(browser, expected_conditions.presence_of_element_located((By.ID, "agents")))
     assert agent in browser.find_element(By.ID, "agents").text
     # The cookie is not the script's to read.

@@ -73,9 +73,13 @@ def test_session_cookie_is_http_only_and_strict(ui_stack: UiStack) -> None:
 
 
 def test_bearer_header_works_for_scripts(ui_stack: UiStack) -> None:
-    page = httpx.get(f"{ui_stack.base_url}/ui/", headers=auth_headers(), timeout=30)
+    page = httpx.get(f"{ui_stack.base_url}/ui/", params={"find": ui_stack.agent_id}, headers=auth_headers(), timeout=30)
     assert page.status_code == 200
     assert ui_stack.agent_id in page.text
+    elsewhere = httpx.get(
+        f"{ui_stack.base_url}/ui/", params={"find": "no-such-agent-"}, headers=auth_headers(), timeout=30
+    )
+    assert ui_stack.agent_id not in elsewhere.text
     assert httpx.get(f"{ui_stack.base_url}/ui/", headers=auth_headers("nope"), timeout=30).status_code == 401
 
 
@@ -164,3 +168,13 @@ def test_lists_paginate(ui_stack: UiStack) -> None:
         searched = client.get(f"/ui/agents/{ui_stack.agent_id}/entities?q=porto")
         assert "place:porto" in searched.text
         assert "person:ana" not in searched.text
+
+
+def test_the_agent_search_never_widens_a_keys_scope() -> None:
+    from api.ui.routes import narrowed_prefix
+
+    assert narrowed_prefix(None, "") is None
+    assert narrowed_prefix(None, "acme:a") == "acme:a"
+    assert narrowed_prefix("acme:", "acme:ana") == "acme:ana"
+    assert narrowed_prefix("acme:", "ac") == "acme:"
+    assert narrowed_prefix("acme:", "globex:") == ""
