@@ -21,7 +21,7 @@ from api.mcp_endpoint import MCP_PATH, McpEndpoint
 from api.metrics import build_metrics_registry
 from api.routes import agents, event_lookup, events, imports, jobs, keys, memory, messages, retrieve
 from api.schemas import BatchIn, ImportIn, MessageIn, RetrieveIn, RetryIn
-from api.ui import install_ui
+from api.ui import close_ui, install_ui
 from memory_core.db.migrate import check_schema
 from memory_core.process_heap import freeze_startup_heap
 from memory_core.settings import Settings, get_settings
@@ -38,7 +38,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     engine = state.engine
 
     @asynccontextmanager
-    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+    async def lifespan(served: FastAPI) -> AsyncIterator[None]:
         # Fail at start, not on the first request, when the database has another embedding
         # dimension or lacks pgvector: the message names both numbers.
         await run_in_threadpool(check_schema, engine, settings)
@@ -47,6 +47,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             yield
         await state.event_writer.drain()  # publish what was accepted last, rather than leave it to the sweeper
         await state.keys.limiter.close()
+        await close_ui(served)
         state.close()
 
     app = FastAPI(

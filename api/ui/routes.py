@@ -37,7 +37,15 @@ from api.errors import ApiError
 from api.routes.messages import AgentId
 from api.run_errors import client_error
 from api.ui.graph import radial_layout
-from api.ui.session import COOKIE_NAME, COOKIE_PATH, LOGIN_COOKIE_NAME, SessionCodec
+from api.ui.session import (
+    COOKIE_NAME,
+    COOKIE_PATH,
+    LOGIN_COOKIE_NAME,
+    EndedSessions,
+    SessionCodec,
+    SessionStoreUnavailable,
+    UiSession,
+)
 from memory_core.api_keys import KeyScope, Permission
 from memory_core.maintenance.registry import JOB_NAMES
 from memory_core.maintenance.runs import list_runs, request_run, skip_queued_run
@@ -67,6 +75,8 @@ STATIC_DIR = Path(__file__).parent / "static"
 _TEMPLATES = Path(__file__).parent / "templates"
 MAX_FORM_BYTES = 64 * 1024
 PAGE_SIZE = 25
+# The entity page's facts valid now (or at as_of) come 50 to a page, with their histories.
+ACTIVE_FACTS_PAGE = 50
 MAX_PAGE_SIZE = 100
 MAX_QUERY_CHARS = 2000
 
@@ -129,17 +139,40 @@ templates.globals["COUNT_CAP"] = COUNT_CAP
 
 @dataclass(frozen=True)
 class Viewer:
-    """Who is looking: the key's scope, and the session's CSRF token (empty for Bearer requests)."""
+    """Who is looking: the key's scope, and the session's CSRF token and id (empty for Bearer requests)."""
 
     scope: KeyScope
     csrf: str
     via_cookie: bool
+    session_id: str = ""
 
 
 def codec(request: Request) -> SessionCodec:
     """The app's session codec."""
     session_codec: SessionCodec = request.app.state.ui_sessions
     return session_codec
+
+
+def ended_sessions(request: Request) -> EndedSessions:
+    """The app's record of sessions ended by a logout."""
+    ended: EndedSessions = request.app.state.ui_ended_sessions
+    return ended
+
+
+_STORE_DOWN = (
+    "The explorer cannot check that this session was not logged out ({reason}), so it is not used: "
+    "try again in a moment. Scripts may send 'Authorization: Bearer <key>' instead of the cookie."
+)
+
+
+async def _open_session(request: Request, session: UiSession) -> None:
+    """Refuse a session a logout ended, and any session while that cannot be checked (fail closed)."""
+    try:
+        ended = await ended_sessions(request).is_ended(session.session_id)
+    except SessionStoreUnavailable as error:
+        raise UiForbidden(_STORE_DOWN.format(reason=error), 503) from None
+    if ended:
+        raise LoginRequired(clear_cookie=True)
 
 
 async def current_viewer(request: Request) -> Viewer:
@@ -150,6 +183,7 @@ async def current_viewer(request: Request) -> Viewer:
     session = codec(request).read(request)
     if session is None:
         raise LoginRequired(clear_cookie=COOKIE_NAME in request.cookies)
+    await _open_session(request, session)
     try:
         scope = await get_state(request).keys.resolve(session.api_key)
     except ApiError as error:
@@ -157,7 +191,7 @@ async def current_viewer(request: Request) -> Viewer:
             raise LoginRequired(clear_cookie=True) from None
         raise
     request.state.key_scope = scope
-    return Viewer(scope=scope, csrf=session.csrf, via_cookie=True)
+    return Viewer(scope=scope, csrf=session.csrf, via_cookie=True, session_id=session.session_id)
 
 
 CurrentViewer = Annotated[Viewer, Depends(current_viewer)]
@@ -287,9 +321,21 @@ async def login(request: Request) -> Response:
 
 @router.post("/logout")
 async def logout(request: Request, viewer: CurrentViewer) -> Response:
-    """Drop the session cookie."""
+    """End the session on the server (every copy of its cookie stops working) and drop the cookie."""
     await checked_form(request, viewer)
-    response = RedirectResponse(f"{UI_PREFIX}/login", status_code=303)
+    response: Response
+    try:
+        if viewer.session_id:
+            await ended_sessions(request).end(viewer.session_id)
+        response = RedirectResponse(f"{UI_PREFIX}/login", status_code=303)
+    except SessionStoreUnavailable as error:
+        # The browser's cookie goes anyway; say plainly that a copy of it could come back to life
+        # (it is refused meanwhile, since no request can check the record either).
+        message = (
+            f"The logout could not be recorded ({error}): this browser's cookie was removed, "
+            "but log out again once the service answers to end copies of it."
+        )
+        response = render(request, "error.html", {"message": message}, status_code=503)
     codec(request).clear_cookie(response, request)
     return response
 
@@ -338,13 +384,13 @@ def agent_page(request: Request, viewer: CurrentViewer, agent_id: AgentId, facts
     """An agent: its entities, recent facts and recent events."""
     _needs(viewer, agent_id, "read")
     with get_state(request).sessions() as session:
-        entities, more_entities = list_entity_rows(session, agent_id, limit=30)
+        entities = list_entity_rows(session, agent_id, limit=30)
         facts = recent_facts(session, agent_id, before=Cursor.decode(facts_before), limit=PAGE_SIZE)
         events = list_agent_events(session, agent_id, limit=10)
     context = {
         "agent_id": agent_id,
-        "entities": entities,
-        "more_entities": more_entities,
+        "entities": entities.items,
+        "more_entities": entities.next_cursor is not None,
         "facts": facts.items,
         "next_facts": facts.next_cursor,
         "facts_before": facts_before,
@@ -363,33 +409,38 @@ def entities_page(
     q: str = "",
     type: str = "",  # noqa: A002 - the query parameter's name
     order: str = "recent",
-    offset: int = 0,
+    after: str = "",
 ) -> Response:
-    """An agent's entities: search by name or key, filter by type, order by recency, importance or name."""
+    """An agent's entities: search by name or key, filter by type, order by recency, importance or name (keyset)."""
     _needs(viewer, agent_id, "read")
     chosen: EntityOrder = order if order in ("recent", "importance", "name") else "recent"  # type: ignore[assignment]
-    offset = max(0, offset)
     with get_state(request).sessions() as session:
-        rows, more = list_entity_rows(
+        page = list_entity_rows(
             session,
             agent_id,
             search=q.strip()[:200] or None,
             entity_type=type.strip()[:64] or None,
             order=chosen,
             limit=PAGE_SIZE,
-            offset=offset,
+            after=after[:2048] or None,
         )
         types = entity_types(session, agent_id)
     base = {"q": q, "type": type, "order": chosen}
     context = {
         "agent_id": agent_id,
-        "rows": rows,
+        "rows": page.items,
         "types": types,
         "filters": base,
-        "next_query": urlencode({**base, "offset": offset + PAGE_SIZE}) if more else None,
-        "prev_query": urlencode({**base, "offset": max(0, offset - PAGE_SIZE)}) if offset > 0 else None,
+        "next_query": urlencode({**base, "after": page.next_cursor}) if page.next_cursor else None,
+        # Keyset pages go forward; the way back is the first page (or the browser's back button).
+        "first_query": urlencode(base) if after else None,
     }
     return render(request, "entities.html", context, viewer=viewer)
+
+
+def _query(**values: str | None) -> str:
+    """A query string of the non-empty ``values``."""
+    return urlencode({name: value for name, value in values.items() if value})
 
 
 def _parse_as_of(raw: str) -> datetime | None:
@@ -410,32 +461,45 @@ def entity_page(
     entity_key: str,
     *,
     as_of: str = "",
-    past_offset: int = 0,
+    active_before: str = "",
+    past_before: str = "",
 ) -> Response:
-    """One entity: profile, aliases, graph, the facts valid now (or at ``as_of``) with their history, past facts."""
+    """One entity: profile, aliases, graph, the facts valid now (or at ``as_of``) with their history, past facts.
+
+    Both fact lists page by keyset (``active_before``, ``past_before``): each page reads one page
+    of the entity's facts through the links' time indexes, however many facts the entity has.
+    """
     _needs(viewer, agent_id, "read")
     when = _parse_as_of(as_of)
-    past_offset = max(0, past_offset)
     with get_state(request).sessions() as session:
         entity = get_entity(session, agent_id, entity_key[:256])
         if entity is None:
             raise UiForbidden(f"agent {agent_id!r} has no entity {entity_key!r}", 404)
         key = entity.canonical_key
-        active, more_active = entity_facts(session, agent_id, key, as_of=when, limit=50)
-        past, more_past = entity_facts(session, agent_id, key, which="past", limit=PAGE_SIZE, offset=past_offset)
-        histories = fact_histories(session, agent_id, [fact.fact_id for fact in active])
+        active = entity_facts(
+            session, agent_id, key, as_of=when, before=Cursor.decode(active_before), limit=ACTIVE_FACTS_PAGE
+        )
+        past = entity_facts(session, agent_id, key, which="past", before=Cursor.decode(past_before), limit=PAGE_SIZE)
+        histories = fact_histories(session, agent_id, [fact.fact_id for fact in active.items])
         graph = radial_layout(key, entity.display_name, neighbours(session, agent_id, key))
     now = datetime.now(UTC)
     start = entity.first_seen_at
     context = {
         "agent_id": agent_id,
         "entity": entity,
-        "active": active,
-        "more_active": more_active,
-        "past": past,
-        "more_past": more_past,
-        "past_offset": past_offset,
-        "page_size": PAGE_SIZE,
+        "active": active.items,
+        "past": past.items,
+        # Each pager keeps the other list where it is, and the instant shown.
+        "active_next": (
+            _query(as_of=as_of, active_before=active.next_cursor, past_before=past_before)
+            if active.next_cursor
+            else None
+        ),
+        "active_first": _query(as_of=as_of, past_before=past_before) if active_before else None,
+        "past_next": (
+            _query(as_of=as_of, active_before=active_before, past_before=past.next_cursor) if past.next_cursor else None
+        ),
+        "past_first": _query(as_of=as_of, active_before=active_before) if past_before else None,
         "histories": histories,
         "graph": graph,
         "as_of": when,

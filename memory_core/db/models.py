@@ -380,6 +380,24 @@ class MemoryFactEntityLink(Base):
             postgresql_include=["fact_confidence"],
             postgresql_where=sql_text("fact_valid_to IS NULL"),
         ),
+        # Migration 0016: an entity's facts newest first, open and closed apart (the explorer's pages).
+        Index(
+            "ix_fact_entity_links_entity_open",
+            "agent_id",
+            "entity_key",
+            sql_text("fact_valid_from DESC"),
+            sql_text("fact_id DESC"),
+            postgresql_where=sql_text("fact_valid_to IS NULL"),
+        ),
+        Index(
+            "ix_fact_entity_links_entity_closed",
+            "agent_id",
+            "entity_key",
+            sql_text("fact_valid_from DESC"),
+            sql_text("fact_id DESC"),
+            postgresql_include=["fact_valid_to"],
+            postgresql_where=sql_text("fact_valid_to IS NOT NULL"),
+        ),
     )
 
     id: Mapped[uuid.UUID] = _pk()
@@ -411,6 +429,8 @@ class MemoryEntity(Base):
         ),
         Index("ix_memory_entities_agent_key_slug", "agent_id", sql_text("split_part(canonical_key, ':', 2)")),
         Index("ix_memory_entities_agent_key_type", "agent_id", sql_text("split_part(canonical_key, ':', 1)")),
+        # Migration 0016: the explorer's entity list in name order.
+        Index("ix_memory_entities_agent_name", "agent_id", sql_text("(COALESCE(display_name, canonical_key))"), "id"),
     )
 
     id: Mapped[uuid.UUID] = _pk()

@@ -5,9 +5,9 @@ and walks an index to get there, so a page of an agent with 100k facts costs wha
 small agent costs. Counts shown next to lists are capped (:data:`COUNT_CAP`): "10000+" is as
 useful to a person as the exact number and does not read the whole agent.
 
-Lists ordered by time page by keyset (a :class:`Cursor` holding the last row's time and id),
-never by ``OFFSET``; the entity list, whose filters and orders vary, pages by offset within an
-agent's entities, which are far fewer than its facts.
+Every list pages by keyset, never by ``OFFSET``: lists ordered by time take a :class:`Cursor`
+(the last row's time and id), the entity list an opaque cursor of its order's sort key
+(:func:`list_entity_rows`). A deep page then costs what the first one costs.
 
 Like :mod:`memory_core.read.management`, every statement is scoped by ``agent_id`` and the
 functions take a session and never commit.
@@ -15,6 +15,9 @@ functions take a session and never commit.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -100,8 +103,9 @@ class AgentSummary:
 
 @dataclass(frozen=True)
 class EntityRow:
-    """An entity as lists show it."""
+    """An entity as lists show it (``entity_id`` is the list's tie-break, for its cursor)."""
 
+    entity_id: str
     canonical_key: str
     display_name: str | None
     entity_type: str
@@ -299,11 +303,74 @@ def list_agents(
 
 EntityOrder = Literal["recent", "importance", "name"]
 
-_ENTITY_ORDERS: dict[str, str] = {
-    "recent": "last_seen_at DESC, id",
-    "importance": "importance_score DESC NULLS LAST, last_seen_at DESC, id",
-    "name": "COALESCE(display_name, canonical_key), id",
-}
+_ENTITY_COLUMNS = (
+    "id, canonical_key, display_name, entity_type, fact_count, importance_score, last_seen_at, "
+    "COALESCE(display_name, canonical_key) AS shown_name"
+)
+
+# Each order is a keyset over an index of memory_entities: (agent_id, last_seen_at) for "recent",
+# (agent_id, importance_score) for "importance", (agent_id, COALESCE(display_name, canonical_key), id)
+# for "name" (migration 0016). The row comparison's leading column bounds the index range; ties
+# on it (equal times or scores) are ordered by a small incremental sort.
+_RECENT_SQL = """
+SELECT {columns} FROM memory_entities WHERE {where} {keyset}
+ORDER BY last_seen_at DESC, id DESC LIMIT :limit
+"""
+_NAME_SQL = """
+SELECT {columns} FROM memory_entities WHERE {where} {keyset}
+ORDER BY COALESCE(display_name, canonical_key), id LIMIT :limit
+"""
+# NULL scores (not computed yet) come last: the scored entities by score, then the others by
+# recency, each part its own index range of at most a page; the cursor says which part it is in.
+_IMPORTANCE_SQL = """
+SELECT * FROM (
+    (SELECT 0 AS part, {columns} FROM memory_entities
+     WHERE {where} AND importance_score IS NOT NULL {scored_keyset}
+     ORDER BY importance_score DESC, last_seen_at DESC, id DESC LIMIT :limit)
+    UNION ALL
+    (SELECT 1 AS part, {columns} FROM memory_entities
+     WHERE {where} AND importance_score IS NULL {unscored_keyset}
+     ORDER BY last_seen_at DESC, id DESC LIMIT :limit)
+) page
+ORDER BY part, importance_score DESC, last_seen_at DESC, id DESC LIMIT :limit
+"""
+
+
+def _entity_cursor(order: EntityOrder, row: EntityRow) -> str:
+    """The cursor after ``row`` in ``order``: its sort key, as url-safe base64 of a JSON list."""
+    key: list[Any]
+    if order == "name":
+        key = [order, row.display_name or row.canonical_key, row.entity_id]
+    elif order == "importance":
+        key = [order, row.importance_score, row.last_seen_at.isoformat(), row.entity_id]
+    else:
+        key = [order, row.last_seen_at.isoformat(), row.entity_id]
+    return base64.urlsafe_b64encode(json.dumps(key).encode("utf-8")).decode("ascii")
+
+
+def _decode_entity_cursor(order: EntityOrder, raw: str | None) -> list[Any] | None:
+    """The sort key of a cursor of ``order`` (without the order), or None: no cursor, malformed, or of another order."""
+    if not raw:
+        return None
+    try:
+        key = json.loads(base64.urlsafe_b64decode(raw.encode("ascii")))
+    except (ValueError, UnicodeError, binascii.Error):
+        return None
+    expected = {"recent": 3, "importance": 4, "name": 3}[order]
+    if not isinstance(key, list) or len(key) != expected or key[0] != order:
+        return None
+    values = key[1:]
+    try:
+        entity_id = uuid.UUID(str(values[-1]))
+        if order == "name":
+            return [str(values[0]), entity_id]
+        at = datetime.fromisoformat(str(values[-2]))
+        if order == "importance":
+            score = None if values[0] is None else float(values[0])
+            return [score, at, entity_id]
+        return [at, entity_id]
+    except (ValueError, TypeError):
+        return None
 
 
 def list_entity_rows(
@@ -314,27 +381,56 @@ def list_entity_rows(
     entity_type: str | None = None,
     order: EntityOrder = "recent",
     limit: int = 50,
-    offset: int = 0,
-) -> tuple[list[EntityRow], bool]:
-    """Active entities of the agent matching ``search`` (name or key) and ``entity_type``; and whether more follow."""
-    if limit < 1 or offset < 0:
-        raise ValueError("limit must be positive and offset not negative")
+    after: str | None = None,
+) -> Page[EntityRow]:
+    """Active entities of the agent matching ``search`` (name or key) and ``entity_type``, a page in ``order``.
+
+    ``after`` is the previous page's ``next_cursor``; a malformed one (or one of another order)
+    gives the first page. Filters are applied while the order's index is walked: a page reads
+    its rows plus the non-matching ones between them, never the agent's other entities.
+    """
+    if limit < 1:
+        raise ValueError("limit must be positive")
     conditions = ["agent_id = :agent", "is_active"]
-    params: dict[str, Any] = {"agent": agent_id, "limit": limit + 1, "offset": offset}
+    params: dict[str, Any] = {"agent": agent_id, "limit": limit + 1}
     if search:
         conditions.append("(display_name ILIKE :pattern OR canonical_key ILIKE :pattern)")
         params["pattern"] = _like_pattern(search)
     if entity_type:
         conditions.append("entity_type = :type")
         params["type"] = entity_type
-    sql = (
-        "SELECT canonical_key, display_name, entity_type, fact_count, importance_score, last_seen_at "  # noqa: S608 - fixed fragments, values bound
-        f"FROM memory_entities WHERE {' AND '.join(conditions)} "
-        f"ORDER BY {_ENTITY_ORDERS[order]} LIMIT :limit OFFSET :offset"
-    )
+    where = " AND ".join(conditions)
+    key = _decode_entity_cursor(order, after)
+    if order == "name":
+        keyset = ""
+        if key is not None:
+            keyset = "AND (COALESCE(display_name, canonical_key), id) > (:name, :id)"
+            params.update({"name": key[0], "id": key[1]})
+        sql = _NAME_SQL.format(columns=_ENTITY_COLUMNS, where=where, keyset=keyset)
+    elif order == "importance":
+        scored_keyset = unscored_keyset = ""
+        if key is not None:
+            score, at, entity_id = key
+            params.update({"at": at, "id": entity_id})
+            if score is None:  # the cursor is among the unscored: every scored one was shown
+                scored_keyset = "AND false"
+                unscored_keyset = "AND (last_seen_at, id) < (:at, :id)"
+            else:
+                scored_keyset = "AND (importance_score, last_seen_at, id) < (:score, :at, :id)"
+                params["score"] = score
+        sql = _IMPORTANCE_SQL.format(
+            columns=_ENTITY_COLUMNS, where=where, scored_keyset=scored_keyset, unscored_keyset=unscored_keyset
+        )
+    else:
+        keyset = ""
+        if key is not None:
+            keyset = "AND (last_seen_at, id) < (:at, :id)"
+            params.update({"at": key[0], "id": key[1]})
+        sql = _RECENT_SQL.format(columns=_ENTITY_COLUMNS, where=where, keyset=keyset)
     rows = session.execute(text(sql), params).all()
     entities = [
         EntityRow(
+            entity_id=str(row.id),
             canonical_key=str(row.canonical_key),
             display_name=row.display_name,
             entity_type=str(row.entity_type),
@@ -344,7 +440,10 @@ def list_entity_rows(
         )
         for row in rows
     ]
-    return entities[:limit], len(entities) > limit
+    shown = entities[:limit]
+    if len(entities) <= limit or not shown:
+        return Page(shown)
+    return Page(shown, _entity_cursor(order, shown[-1]))
 
 
 def entity_types(session: Session, agent_id: str, *, limit: int = 50) -> list[str]:
@@ -484,14 +583,23 @@ def _time_page(items: list[T], more: bool, cursor_of: Callable[[T], Cursor]) -> 
     return Page(items, cursor_of(items[-1]).encode())
 
 
-# Facts of an entity: its own (entity_key) and those linked to it (memory_fact_entity_links).
+# Facts of an entity: its links (every fact has one to its own subject, migration 0011), whose
+# copies of the fact's validity window are indexed newest first, open and closed apart
+# (migration 0016). The page is chosen from the index (at most :limit entries of each range),
+# then only its facts are read.
+_LINKS_RANGE = """
+    (SELECT l.fact_id, l.fact_valid_from FROM memory_fact_entity_links l
+     WHERE l.agent_id = :agent AND l.entity_key = :key AND {window} {keyset}
+     ORDER BY l.fact_valid_from DESC, l.fact_id DESC LIMIT :limit)
+"""
 _ENTITY_FACTS_SQL = """
-SELECT {columns} FROM memory_facts f LEFT JOIN memory_events ev ON ev.id = f.source_event_id
-WHERE f.agent_id = :agent
-  AND (f.entity_key = :key OR f.id IN (
-        SELECT l.fact_id FROM memory_fact_entity_links l WHERE l.agent_id = :agent AND l.entity_key = :key))
-  AND {window}
-ORDER BY f.valid_from DESC, f.id DESC LIMIT :limit OFFSET :offset
+WITH page AS (
+    SELECT fact_id, fact_valid_from FROM ({ranges}) ranges
+    ORDER BY fact_valid_from DESC, fact_id DESC LIMIT :limit
+)
+SELECT {columns} FROM page p JOIN memory_facts f ON f.id = p.fact_id AND f.agent_id = :agent
+LEFT JOIN memory_events ev ON ev.id = f.source_event_id
+ORDER BY p.fact_valid_from DESC, p.fact_id DESC
 """
 
 FactWindow = Literal["active", "past"]
@@ -504,25 +612,38 @@ def entity_facts(
     *,
     which: FactWindow = "active",
     as_of: datetime | None = None,
+    before: Cursor | None = None,
     limit: int = 50,
-    offset: int = 0,
-) -> tuple[list[FactVersion], bool]:
-    """The entity's facts, newest first, and whether more follow.
+) -> Page[FactVersion]:
+    """A page of the entity's facts, newest first (by ``valid_from``, then id), by keyset.
 
     ``active``: valid now, or at ``as_of`` when given (valid_from <= as_of < valid_to);
-    ``past``: closed windows (superseded or invalidated), newest first.
+    ``past``: closed windows (superseded or invalidated). ``before`` is the previous page's
+    ``next_cursor``. Facts valid now and past facts are each one index range of at most a page;
+    facts valid at ``as_of`` are two (those still open, and those closed after ``as_of``: the
+    latter skips, in the index, the closed facts that had ended by then).
     """
-    params: dict[str, Any] = {"agent": agent_id, "key": canonical_key, "limit": limit + 1, "offset": offset}
+    if limit < 1:
+        raise ValueError("limit must be positive")
+    params: dict[str, Any] = {"agent": agent_id, "key": canonical_key, "limit": limit + 1}
+    keyset = ""
+    if before is not None and (fact_id := _uuid(before.key)) is not None:
+        keyset = "AND (l.fact_valid_from, l.fact_id) < (:at, :id)"
+        params.update({"at": before.at, "id": fact_id})
     if which == "past":
-        window = "f.valid_to IS NOT NULL"
+        windows = ["l.fact_valid_to IS NOT NULL"]
     elif as_of is None:
-        window = "f.valid_to IS NULL"
+        windows = ["l.fact_valid_to IS NULL"]
     else:
-        window = "f.valid_from <= :as_of AND (f.valid_to IS NULL OR f.valid_to > :as_of)"
+        windows = [
+            "l.fact_valid_to IS NULL AND l.fact_valid_from <= :as_of",
+            "l.fact_valid_to IS NOT NULL AND l.fact_valid_from <= :as_of AND l.fact_valid_to > :as_of",
+        ]
         params["as_of"] = as_of
-    rows = session.execute(text(_ENTITY_FACTS_SQL.format(columns=_VERSION_COLUMNS, window=window)), params).all()
+    ranges = " UNION ALL ".join(_LINKS_RANGE.format(window=window, keyset=keyset) for window in windows)
+    rows = session.execute(text(_ENTITY_FACTS_SQL.format(columns=_VERSION_COLUMNS, ranges=ranges)), params).all()
     facts = [_version(row) for row in rows]
-    return facts[:limit], len(facts) > limit
+    return _time_page(facts[:limit], len(facts) > limit, lambda fact: Cursor(fact.valid_from, fact.fact_id))
 
 
 _HISTORY_SQL = """
@@ -632,13 +753,20 @@ def event_agent(session: Session, event_id: str) -> str | None:
     return _str(owner)
 
 
+# The page of imports is chosen first (LIMIT in the subquery), so only its imports' runs are
+# counted, each count one range of ix_pipeline_runs_import_status (an import's done, then its
+# failed runs). That is the one read here not bounded by the page: it grows with the import's
+# size, ~1-2 ms per 10,000 runs (tests/ui/test_scale.py).
 _IMPORTS_SQL = """
 SELECT i.id, i.source, i.total, i.duplicates, i.created_at,
        (SELECT count(*) FROM pipeline_runs r WHERE r.import_id = i.id AND r.status = 'done') AS done,
        (SELECT count(*) FROM pipeline_runs r WHERE r.import_id = i.id AND r.status = 'failed') AS failed
-FROM imports i
-WHERE i.agent_id = :agent {keyset}
-ORDER BY i.created_at DESC, i.id DESC LIMIT :limit
+FROM (
+    SELECT id, source, total, duplicates, created_at FROM imports
+    WHERE agent_id = :agent {keyset}
+    ORDER BY created_at DESC, id DESC LIMIT :limit
+) i
+ORDER BY i.created_at DESC, i.id DESC
 """
 
 
@@ -649,7 +777,7 @@ def list_agent_imports(
     params: dict[str, Any] = {"agent": agent_id, "limit": limit + 1}
     keyset = ""
     if before is not None and (import_id := _uuid(before.key)) is not None:
-        keyset = "AND (i.created_at, i.id) < (:at, :id)"
+        keyset = "AND (created_at, id) < (:at, :id)"
         params.update({"at": before.at, "id": import_id})
     rows = session.execute(text(_IMPORTS_SQL.format(keyset=keyset)), params).all()
     imports = [

@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
+from fastapi import FastAPI
 
 from memory_core.providers.errors import ProviderRequestError
 from memory_core.providers.factory import build_embedding_provider
@@ -61,16 +62,18 @@ class HealableEmbedder:
 
 @dataclass(frozen=True)
 class UiStack:
-    """The served API, its settings, the seeded agent and its failed event."""
+    """The served API and its app (tests swap parts of it), its settings, the seeded agent and its failed event."""
 
     base_url: str
     settings: Settings
     agent_id: str
     failed_event_id: str
     healed: threading.Event
+    app: FastAPI
 
 
-def _send(client: httpx.Client, agent: str, text: str, when: datetime) -> str:
+def send(client: httpx.Client, agent: str, text: str, when: datetime) -> str:
+    """Send a message of Ana to ``agent`` through the JSON API; its event id."""
     answer = client.post(
         f"/v1/agents/{agent}/messages",
         json={"message": text, "speaker_name": "Ana", "occurred_at": when.isoformat()},
@@ -79,7 +82,8 @@ def _send(client: httpx.Client, agent: str, text: str, when: datetime) -> str:
     return str(answer.json()["event_id"])
 
 
-def _wait(client: httpx.Client, event_id: str, timeout_s: float = 90) -> str:
+def wait_for_event(client: httpx.Client, event_id: str, timeout_s: float = 90) -> str:
+    """The event's terminal status (done or failed), once it has one."""
     deadline = time.monotonic() + timeout_s
     while True:
         status = str(client.get(f"/v1/events/{event_id}").json()["status"])
@@ -111,16 +115,23 @@ def ui_stack(
     app = isolated_app(base, context)
     own: Settings = app.arandu_settings  # type: ignore[attr-defined]
     agent = f"ui-{uuid.uuid4().hex[:10]}"
-    with running_worker(app, concurrency=4), serve_api(own) as base_url:
+    from api.app import create_app
+
+    api_app = create_app(own)
+    # The maintenance queue too: a job run from the jobs page runs to its end.
+    with (
+        running_worker(app, concurrency=4, queues=("ingest", "apply", "maintenance")),
+        serve_api(own, app=api_app) as base_url,
+    ):
         with httpx.Client(base_url=base_url, headers=auth_headers(TEST_API_KEY), timeout=30) as client:
             # Lisbon is processed before the move arrives, so the move supersedes it.
-            assert _wait(client, _send(client, agent, "I live in Lisbon.", START)) == "done"
+            assert wait_for_event(client, send(client, agent, "I live in Lisbon.", START)) == "done"
             later = [
-                _send(client, agent, "I work at Acme Corp.", START + timedelta(days=1)),
-                _send(client, agent, XSS_PAYLOAD, START + timedelta(days=2)),
-                _send(client, agent, "I moved to Porto.", START + timedelta(days=30)),
+                send(client, agent, "I work at Acme Corp.", START + timedelta(days=1)),
+                send(client, agent, XSS_PAYLOAD, START + timedelta(days=2)),
+                send(client, agent, "I moved to Porto.", START + timedelta(days=30)),
             ]
-            failed = _send(client, agent, f"{POISON} this message cannot be embedded.", START + timedelta(days=31))
-            assert [_wait(client, event_id) for event_id in later] == ["done", "done", "done"]
-            assert _wait(client, failed) == "failed"
-        yield UiStack(base_url, own, agent, failed, healed)
+            failed = send(client, agent, f"{POISON} this message cannot be embedded.", START + timedelta(days=31))
+            assert [wait_for_event(client, event_id) for event_id in later] == ["done", "done", "done"]
+            assert wait_for_event(client, failed) == "failed"
+        yield UiStack(base_url, own, agent, failed, healed, api_app)

@@ -1,9 +1,10 @@
 """The explorer in a real headless browser (Debian's chromium through Selenium and /usr/bin/chromedriver).
 
 One scenario, as a user would go: log in, open the seeded agent, follow its entity, read a
-superseded fact's history, run a retrieve, re-drive a failed event; a screenshot of every page
-is written under the test run's temp folder. The XSS payload a message carried shows as text
-and never runs.
+superseded fact's history, run a retrieve, re-drive a failed event; then the other actions:
+delete a fact (after the confirmation), run a maintenance job, follow an import to its end. A
+screenshot of every page is written under the test run's temp folder. The XSS payload a message
+carried shows as text and never runs.
 """
 
 from __future__ import annotations
@@ -11,13 +12,16 @@ from __future__ import annotations
 import os
 import shutil
 import time
+import uuid
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 
+import httpx
 import pytest
 
-from tests.support.api_server import TEST_API_KEY
-from tests.ui.conftest import UiStack
+from tests.support.api_server import TEST_API_KEY, auth_headers
+from tests.ui.conftest import START, UiStack, send, wait_for_event
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -174,4 +178,115 @@ def test_a_user_explores_memory(browser: WebDriver, ui_stack: UiStack, screensho
         wait_for(browser, expected_conditions.presence_of_element_located((By.TAG_NAME, "h1")))
         shoot(browser, screenshots, f"09-{page}")
     assert browser.execute_script("return typeof window.__xss") == "undefined"
-    assert len(list(screenshots.glob("*.png"))) == 11
+    assert len(list(screenshots.glob("*.png"))) >= 11
+
+
+def log_in(driver: WebDriver, base: str, key: str = TEST_API_KEY) -> None:
+    """Log the browser in with ``key`` (whatever session it had before)."""
+    driver.get(f"{base}/ui/login")
+    wait_for(driver, expected_conditions.presence_of_element_located((By.ID, "api_key")))
+    driver.find_element(By.ID, "api_key").send_keys(key)
+    driver.find_element(By.ID, "login-submit").click()
+    wait_for(driver, expected_conditions.presence_of_element_located((By.ID, "agents")))
+
+
+def confirm_and_wait(driver: WebDriver) -> None:
+    """Accept the page's confirmation dialog."""
+    wait_for(driver, expected_conditions.alert_is_present())
+    driver.switch_to.alert.accept()
+
+
+def test_a_user_deletes_a_fact(browser: WebDriver, ui_stack: UiStack, screenshots: Path) -> None:
+    base = ui_stack.base_url
+    agent = f"ui-del-{uuid.uuid4().hex[:8]}"  # an agent of its own: the other tests keep their facts
+    with httpx.Client(base_url=base, headers=auth_headers(), timeout=30) as api:
+        assert wait_for_event(api, send(api, agent, "I like green tea.", START)) == "done"
+        assert wait_for_event(api, send(api, agent, "I play the cello.", START + timedelta(days=1))) == "done"
+        facts = {fact["fact_text"]: fact["fact_id"] for fact in api.get(f"/v1/agents/{agent}/facts").json()["facts"]}
+        doomed = next(fact_id for text_, fact_id in facts.items() if "tea" in text_)
+        kept = next(fact_id for text_, fact_id in facts.items() if "cello" in text_)
+
+        log_in(browser, base)
+        browser.get(f"{base}/ui/agents/{agent}/entities/person%3Aana")
+        row = f"#active-facts li.fact:has(div[data-fact-id='{doomed}'])"
+        wait_for(browser, expected_conditions.presence_of_element_located((By.CSS_SELECTOR, row)))
+        shoot(browser, screenshots, "10-entity-before-delete")
+        # Dismissing the dialog deletes nothing.
+        browser.find_element(By.CSS_SELECTOR, f"{row} button.danger").click()
+        wait_for(browser, expected_conditions.alert_is_present())
+        browser.switch_to.alert.dismiss()
+        assert api.get(f"/v1/agents/{agent}/facts/{doomed}").status_code == 200
+        browser.find_element(By.CSS_SELECTOR, f"{row} button.danger").click()
+        confirm_and_wait(browser)
+        wait_for(browser, lambda driver: not driver.find_elements(By.CSS_SELECTOR, row))
+        wait_for(browser, expected_conditions.presence_of_element_located((By.ID, "active-facts")))
+        assert browser.find_elements(By.CSS_SELECTOR, f"#active-facts div[data-fact-id='{kept}']")
+        shoot(browser, screenshots, "11-entity-after-delete")
+        # The JSON API agrees: the fact is gone, the other one stays.
+        assert api.get(f"/v1/agents/{agent}/facts/{doomed}").status_code == 404
+        assert api.get(f"/v1/agents/{agent}/facts/{kept}").status_code == 200
+
+
+def test_an_admin_runs_a_job_from_the_jobs_page(browser: WebDriver, ui_stack: UiStack, screenshots: Path) -> None:
+    base, agent = ui_stack.base_url, ui_stack.agent_id
+    log_in(browser, base)
+    browser.get(f"{base}/ui/agents/{agent}/jobs?job=importance")
+    button = "form[action$='/jobs/importance'] button"
+    wait_for(browser, expected_conditions.presence_of_element_located((By.CSS_SELECTOR, button)))
+    before = len(browser.find_elements(By.CSS_SELECTOR, "#job-runs tr.status-done"))
+    browser.find_element(By.CSS_SELECTOR, button).click()
+    confirm_and_wait(browser)
+    wait_for(browser, expected_conditions.presence_of_element_located((By.CSS_SELECTOR, "p.notice")))
+    assert browser.find_element(By.CSS_SELECTOR, "p.notice").text == "The job was queued."
+    # The run is listed at once (queued or running), then done: the page refreshes itself meanwhile.
+    first = browser.find_element(By.CSS_SELECTOR, "#job-runs tbody tr")
+    assert first.get_attribute("class") in ("status-queued", "status-running", "status-done")
+    assert "importance" in first.text
+    deadline = time.monotonic() + 60
+    while len(browser.find_elements(By.CSS_SELECTOR, "#job-runs tr.status-done")) <= before:
+        assert time.monotonic() < deadline, browser.find_element(By.ID, "job-runs").text
+        time.sleep(0.5)
+        browser.get(f"{base}/ui/agents/{agent}/jobs?job=importance")
+    latest = browser.find_element(By.CSS_SELECTOR, "#job-runs tbody tr")
+    assert "importance" in latest.text
+    assert "api" in latest.text  # the trigger: run from here, not by Beat
+    shoot(browser, screenshots, "12-jobs-after-run")
+
+
+def test_an_import_shows_its_progress_until_done(browser: WebDriver, ui_stack: UiStack, screenshots: Path) -> None:
+    base = ui_stack.base_url
+    agent = f"ui-imp-{uuid.uuid4().hex[:8]}"
+    messages = [
+        {
+            "message": f"Day {day}: I walked {day} km.",
+            "speaker_name": "Ana",
+            "occurred_at": (START + timedelta(days=day)).isoformat(),
+        }
+        for day in range(1, 6)
+    ]
+    with httpx.Client(base_url=base, headers=auth_headers(), timeout=30) as api:
+        accepted = api.post(f"/v1/agents/{agent}/imports", json={"messages": messages})
+        assert accepted.status_code == 202, accepted.text
+        import_id = accepted.json()["import_id"]
+    log_in(browser, base)
+    browser.get(f"{base}/ui/agents/{agent}/imports")
+    wait_for(browser, expected_conditions.presence_of_element_located((By.ID, "imports")))
+    row = browser.find_element(By.XPATH, f"//table[@id='imports']//tr[td[normalize-space()='{import_id}']]")
+    assert row.get_attribute("class") in ("status-running", "status-done")
+    assert browser.find_elements(By.CSS_SELECTOR, "#imports progress")
+    shoot(browser, screenshots, "13-import-progress")
+    deadline = time.monotonic() + 60
+    while True:
+        row = browser.find_element(By.XPATH, f"//table[@id='imports']//tr[td[normalize-space()='{import_id}']]")
+        if row.get_attribute("class") == "status-done":
+            break
+        assert time.monotonic() < deadline, row.text
+        time.sleep(0.5)
+        browser.get(f"{base}/ui/agents/{agent}/imports")
+    cells = [cell.text for cell in row.find_elements(By.TAG_NAME, "td")]
+    # done, failed, pending, duplicates, status
+    assert cells[4:9] == ["5", "0", "0", "0", "done"], cells
+    progress = row.find_element(By.TAG_NAME, "progress")
+    assert progress.get_attribute("value") == progress.get_attribute("max") == "5"
+    assert not browser.find_elements(By.CSS_SELECTOR, "p.live")  # it stops refreshing itself
+    shoot(browser, screenshots, "14-import-done")

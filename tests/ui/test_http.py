@@ -10,8 +10,10 @@ from contextlib import contextmanager
 
 import httpx
 
+from api.ui.session import EndedSessions
 from tests.support.api_server import TEST_API_KEY, auth_headers
 from tests.ui.conftest import XSS_PAYLOAD, UiStack
+from workers.redis_client import async_redis_client_for
 
 HTML = {"Accept": "text/html"}
 
@@ -178,3 +180,75 @@ def test_the_agent_search_never_widens_a_keys_scope() -> None:
     assert narrowed_prefix("acme:", "acme:ana") == "acme:ana"
     assert narrowed_prefix("acme:", "ac") == "acme:"
     assert narrowed_prefix("acme:", "globex:") == ""
+
+
+def test_logout_ends_every_copy_of_the_session(ui_stack: UiStack) -> None:
+    with login(ui_stack.base_url) as client:
+        copy = client.cookies["arandu_ui"]
+        page = client.get("/ui/", headers=HTML)
+        assert page.status_code == 200
+        out = client.post("/ui/logout", data={"csrf": csrf_of(page.text)})
+        assert out.status_code == 303
+        assert out.headers["location"] == "/ui/login"
+    # A copy of the cookie taken before the logout (another tab, a stolen copy) is refused too.
+    with httpx.Client(base_url=ui_stack.base_url, timeout=30, cookies={"arandu_ui": copy}) as replay:
+        again = replay.get("/ui/", headers=HTML)
+        assert again.status_code == 303
+        assert again.headers["location"].startswith("/ui/login")
+        assert replay.get(f"/ui/agents/{ui_stack.agent_id}/events").status_code == 401
+    # Another session of the same key is not affected.
+    with login(ui_stack.base_url) as other:
+        assert other.get("/ui/", headers=HTML).status_code == 200
+
+
+def test_sessions_fail_closed_when_the_logout_record_cannot_be_read(ui_stack: UiStack) -> None:
+    state = ui_stack.app.state
+    working = state.ui_ended_sessions
+    with login(ui_stack.base_url) as client:
+        page = client.get("/ui/", headers=HTML)
+        # Nothing listens on port 1: every check of the record fails.
+        state.ui_ended_sessions = EndedSessions(
+            async_redis_client_for("redis://127.0.0.1:1/0", socket_timeout_s=0.5), "", working.ttl_s
+        )
+        try:
+            refused = client.get(f"/ui/agents/{ui_stack.agent_id}", headers=HTML)
+            assert refused.status_code == 503
+            assert "cannot check that this session was not logged out" in refused.text
+            assert client.post("/ui/logout", data={"csrf": csrf_of(page.text)}).status_code == 503
+            # Scripts with a Bearer header do not depend on it.
+            assert client.get("/ui/", headers={**HTML, **auth_headers()}).status_code == 200
+        finally:
+            state.ui_ended_sessions = working
+        # Once the record answers again the session is usable (it was never logged out).
+        assert client.get("/ui/", headers=HTML).status_code == 200
+
+
+def _read_only_key(admin: httpx.Client, agent_id: str) -> str:
+    created = admin.post(
+        "/v1/keys",
+        json={"name": f"ui-ro-{uuid.uuid4().hex[:6]}", "agent_ids": [agent_id], "permissions": ["read"]},
+    )
+    assert created.status_code == 201, created.text
+    return str(created.json()["key"])
+
+
+def test_read_only_key_cannot_delete_facts_nor_run_jobs(ui_stack: UiStack) -> None:
+    agent = ui_stack.agent_id
+    with httpx.Client(base_url=ui_stack.base_url, headers=auth_headers(), timeout=30) as admin:
+        facts = admin.get(f"/v1/agents/{agent}/facts").json()["facts"]
+        fact_id = next(fact["fact_id"] for fact in facts if "Porto" in fact["fact_text"])
+        with login(ui_stack.base_url, _read_only_key(admin, agent)) as client:
+            entity = client.get(f"/ui/agents/{agent}/entities/person%3Aana")
+            assert entity.status_code == 200
+            assert "Ana moved to Porto." in entity.text
+            assert "/delete" not in entity.text  # no delete button
+            refused = client.post(f"/ui/agents/{agent}/facts/{fact_id}/delete", data={"csrf": csrf_of(entity.text)})
+            assert refused.status_code == 403
+            assert "lacks the &#39;write&#39; permission" in refused.text
+            jobs = client.get(f"/ui/agents/{agent}/jobs")
+            assert jobs.status_code == 200
+            assert "run importance" not in jobs.text  # no run buttons
+            ran = client.post(f"/ui/agents/{agent}/jobs/importance", data={"csrf": csrf_of(entity.text)})
+            assert ran.status_code == 403
+        # The fact is still there.
+        assert admin.get(f"/v1/agents/{agent}/facts/{fact_id}").status_code == 200
