@@ -173,6 +173,10 @@ class Settings(BaseSettings):
     pipeline_retry_base_s: float = Field(default=2.0, gt=0, le=600)
     pipeline_retry_max_s: float = Field(default=300.0, gt=0, le=3600)
     pipeline_stale_after_s: float = Field(default=600.0, ge=0.5, le=7 * 24 * 3600)
+    # How often Beat runs the sweeper (re-enqueues runs idle past pipeline_stale_after_s, and
+    # what the API accepted while the broker was down). After an outage, processing resumes
+    # within this plus the staleness.
+    pipeline_sweep_interval_s: float = Field(default=30.0, ge=1.0, le=3600)
     # A run re-enqueued this many times without moving is failed: its message probably kills workers.
     pipeline_max_sweeps: int = Field(default=5, ge=1, le=10000)
     # Batches, imports and sweeps run one chain per (agent, this many events): Celery's per-task
