@@ -355,7 +355,10 @@ def _settle(outcome: Outcome, sent: Sent, statuses: Counter[str], total: int) ->
 
 def control_run(stack: BenchStack, memory: Memory, conversations: dict[str, list[ChatLine]], *, batches: bool) -> Any:
     """The undisturbed run (agents ``ctl-*``); its memory snapshot."""
-    sent = send_batches(stack, conversations, "ctl") if batches else send_singles(stack, conversations, "ctl", print)
+    if batches:
+        sent = send_batches(stack, conversations, "ctl")
+    else:
+        sent = send_singles(stack, conversations, "ctl", _no_progress)
     statuses = wait_done(stack, memory, list(sent.event_ids.values()), 600, Outcome("control"))
     if statuses["done"] != len(sent.event_ids):
         raise RuntimeError(f"the undisturbed run did not finish: {dict(statuses)}")
@@ -363,6 +366,10 @@ def control_run(stack: BenchStack, memory: Memory, conversations: dict[str, list
 
 
 def _no_fault() -> None:
+    return
+
+
+def _no_progress(_: int) -> None:
     return
 
 
