@@ -469,6 +469,8 @@ def kill_and_throttle_scenario(
         for share in (0.2, 0.5):
             deadline = time.monotonic() + timeout_s
             while memory.statuses(ids)["done"] < share * len(ids) and time.monotonic() < deadline:
+                # As ./ops/dev does: the workers killed last time come back.
+                outcome.restarts += len(stack._require().restart_exited_children())
                 time.sleep(0.1)
             for child in stack._require().children:
                 if child.name.startswith(("worker-ingest", "worker-apply")):
