@@ -91,7 +91,9 @@ def build_beat_schedule(settings: Settings) -> dict[str, dict[str, Any]]:
             f"invalid settings: ARANDU_MAINTENANCE_CADENCES names unknown job(s) {', '.join(unknown)}; "
             f"valid jobs: {', '.join(JOB_NAMES)}"
         )
-    schedule: dict[str, dict[str, Any]] = {"pipeline-sweeper": PIPELINE_SWEEPER}
+    interval = settings.pipeline_sweep_interval_s
+    sweeper = {**PIPELINE_SWEEPER, "schedule": interval, "options": {"queue": "apply", "expires": interval * 5 / 6}}
+    schedule: dict[str, dict[str, Any]] = {"pipeline-sweeper": sweeper}
     if settings.retrieval_agent_index_min_facts > 0:
         schedule["agent-indexer"] = AGENT_INDEXER
     for job in JOB_NAMES:

@@ -4,6 +4,11 @@
 every problem with its field written as a path (``body.messages[3].speaker_name``,
 ``path.agent_id``, ``body.config_overrides.topk_facts``). Unexpected failures answer 500 with
 an ``error_id`` under which the traceback was logged, never the exception text.
+
+A database that cannot be reached (down, restarting, refusing connections, a pool with no
+free connection) is not a bug of the request: it answers 503 with ``Retry-After``, so clients
+retry instead of dropping the message. Errors about the statement itself (a constraint, a
+type, SQL the server rejects) stay 500s with their ``error_id``.
 """
 
 from __future__ import annotations
@@ -14,9 +19,11 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NoReturn
 
+import psycopg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
+from sqlalchemy import exc as sa_exc
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse, Response
 
@@ -41,6 +48,11 @@ _FRIENDLY_MESSAGES = {
     "uuid_parsing": "must be a UUID such as 123e4567-e89b-12d3-a456-426614174000",
     "uuid_type": "must be a UUID such as 123e4567-e89b-12d3-a456-426614174000",
 }
+# What a client should wait before sending again while the database is unreachable: a restart of
+# PostgreSQL takes a few seconds, and a shorter wait would only add load to the one coming back.
+DATABASE_RETRY_AFTER_S = 2
+DATABASE_UNAVAILABLE = "the database is unavailable, try again later (nothing was stored)"
+
 _FIELD_MESSAGES = {
     ("path.agent_id", "string_pattern_mismatch"): "must be 1 to 128 characters: letters, digits and . _ : - @",
 }
@@ -154,7 +166,45 @@ async def _http_exception(_: Request, exc: Exception) -> Response:
     return error_response(exc.status_code, message, headers=exc.headers)
 
 
+def database_unreachable(error: BaseException) -> bool:
+    """Whether ``error`` (or an exception it was raised from) says the database cannot be reached.
+
+    SQLAlchemy's ``OperationalError`` and ``InterfaceError`` wrap the driver's errors about the
+    connection (refused, closed by an administrator's shutdown, server starting up) rather than
+    about the statement; its ``TimeoutError`` is a pool without a free connection; and any DB-API
+    error that invalidated its connection lost it mid-statement.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, sa_exc.OperationalError | sa_exc.InterfaceError | sa_exc.TimeoutError):
+            return True
+        if isinstance(current, sa_exc.DBAPIError) and current.connection_invalidated:
+            return True
+        if isinstance(current, psycopg.OperationalError | psycopg.InterfaceError):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def database_unavailable_response() -> Response:
+    """The 503 of a request that met an unreachable database."""
+    return error_response(503, DATABASE_UNAVAILABLE, headers={"Retry-After": str(DATABASE_RETRY_AFTER_S)})
+
+
+async def _database_error(request: Request, exc: Exception) -> Response:
+    if database_unreachable(exc):
+        # Expected while the database restarts: one line per request, not a traceback.
+        logger.warning("database unavailable on %s %s: %s", request.method, request.url.path, type(exc).__name__)
+        return database_unavailable_response()
+    return await _unexpected(request, exc)
+
+
 async def _unexpected(request: Request, exc: Exception) -> Response:
+    if database_unreachable(exc):  # a database error wrapped in another exception
+        logger.warning("database unavailable on %s %s: %s", request.method, request.url.path, type(exc).__name__)
+        return database_unavailable_response()
     error_id = uuid.uuid4().hex
     logger.error(
         "unhandled error %s on %s %s",
@@ -172,4 +222,6 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(InvalidRequestError, _request_problems)
     app.add_exception_handler(RequestValidationError, _request_validation)
     app.add_exception_handler(StarletteHTTPException, _http_exception)
+    app.add_exception_handler(sa_exc.SQLAlchemyError, _database_error)
+    app.add_exception_handler(psycopg.Error, _database_error)
     app.add_exception_handler(Exception, _unexpected)

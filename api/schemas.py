@@ -360,6 +360,9 @@ class EventStatus(BaseModel):
     status: str
     stage: str | None
     attempts: int
+    throttled_retries: int = Field(
+        0, description="retries a rate-limiting provider asked for (429 with Retry-After); not failed attempts"
+    )
     error: str | None
     occurred_at: datetime
     message_id: str | None

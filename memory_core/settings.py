@@ -175,9 +175,20 @@ class Settings(BaseSettings):
     worker_nice: int = Field(default=10, ge=0, le=19)
 
     pipeline_max_attempts: int = Field(default=6, ge=1, le=100)
+    # A provider answering 429 with Retry-After says when to come back: such a retry does not
+    # spend one of the attempts above (meant for real failures) but one of these, so that a
+    # provider refusing a third of calls cannot fail a message (six refusals in a row did, in 1
+    # run in 3 of 600 messages), while one that never lets a message through still fails it:
+    # after this many refusals of its run, all stages together (30 at a Retry-After of 1-20 s:
+    # from half a minute to ten).
+    pipeline_max_throttled_retries: int = Field(default=30, ge=0, le=1000)
     pipeline_retry_base_s: float = Field(default=2.0, gt=0, le=600)
     pipeline_retry_max_s: float = Field(default=300.0, gt=0, le=3600)
     pipeline_stale_after_s: float = Field(default=600.0, ge=0.5, le=7 * 24 * 3600)
+    # How often Beat runs the sweeper (re-enqueues runs idle past pipeline_stale_after_s, and
+    # what the API accepted while the broker was down). After an outage, processing resumes
+    # within this plus the staleness.
+    pipeline_sweep_interval_s: float = Field(default=30.0, ge=1.0, le=3600)
     # A run re-enqueued this many times without moving is failed: its message probably kills workers.
     pipeline_max_sweeps: int = Field(default=5, ge=1, le=10000)
     # Batches, imports and sweeps run one chain per (agent, this many events): Celery's per-task

@@ -3,6 +3,12 @@
 Children run in their own sessions so that one Ctrl-C reaches this supervisor only, and
 the stop happens in order: Flower, Beat, workers (warm shutdown), API, then Redis and
 PostgreSQL. Nothing it started is left behind.
+
+Once the stack is ready, a child that exits is started again, with a line saying so: one
+crashed worker must not take the API and the other pools down with it (the event log in
+PostgreSQL holds what it was doing; the sweeper re-enqueues it). A child that keeps exiting
+(:data:`MAX_RESTARTS` times within :data:`RESTART_WINDOW_S`) is a configuration problem, not a
+crash, and stops the stack with its log. During start-up any exit stops the stack at once.
 """
 
 from __future__ import annotations
@@ -31,6 +37,9 @@ from ops.rss import stack_memory_bytes
 
 READY_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 20.0
+# A child restarted this many times within the window gives up (it fails on start, not by accident).
+MAX_RESTARTS = 5
+RESTART_WINDOW_S = 60.0
 
 
 @dataclass
@@ -41,6 +50,7 @@ class Child:
     argv: list[str]
     log_path: Path
     popen: subprocess.Popen[bytes] | None = None
+    restarts: list[float] = field(default_factory=list)
     _log: IO[bytes] | None = field(default=None, repr=False)
 
     def start(self, env: dict[str, str]) -> None:
@@ -175,6 +185,37 @@ class DevStack:
                 code = child.popen.returncode if child.popen else None
                 raise RuntimeError(f"{child.name} exited with code {code}; its log ends with:\n{child.log_tail()}")
 
+    def restart_exited_children(self) -> list[str]:
+        """Start again every child that exited (after start-up); the names of those restarted.
+
+        Raises ``RuntimeError`` for a child that exited :data:`MAX_RESTARTS` times within
+        :data:`RESTART_WINDOW_S`.
+        """
+        restarted: list[str] = []
+        now = time.monotonic()
+        for child in self.children:
+            if child.alive() or self.stop_event.is_set():
+                continue
+            code = child.popen.returncode if child.popen else None
+            child.restarts = [moment for moment in child.restarts if now - moment < RESTART_WINDOW_S]
+            if len(child.restarts) >= MAX_RESTARTS:
+                raise RuntimeError(
+                    f"{child.name} exited with code {code}, {len(child.restarts) + 1} times within "
+                    f"{RESTART_WINDOW_S:.0f} s; its log ends with:\n{child.log_tail()}"
+                )
+            # A prefork pool's children may outlive their parent's SIGKILL: none may consume beside the new one.
+            child.signal_group(signal.SIGKILL)
+            child.close_log()
+            child.restarts.append(now)
+            print(
+                f"{child.name} exited with code {code}; restarting it (restart {len(child.restarts)} "
+                f"within {RESTART_WINDOW_S:.0f} s; log {child.log_path})",
+                flush=True,
+            )
+            child.start(self.env)
+            restarted.append(child.name)
+        return restarted
+
     def wait_ready(self, settings: Settings) -> float:
         """Block until the API is ready, Flower answers and a worker replies on each queue."""
         from workers.celery_app import create_celery_app
@@ -199,9 +240,12 @@ class DevStack:
                             if client.get(url).status_code == 200:
                                 pending.discard(name)
                 if pending & workers:
-                    for reply in celery_app.control.ping(timeout=0.5) or []:
-                        for node in reply:
-                            pending.discard(node.split("@", 1)[0])
+                    # A broker that restarted under this process leaves a broken pooled connection:
+                    # the next ping opens a fresh one.
+                    with contextlib.suppress(*celery_app.connection_for_write().connection_errors):
+                        for reply in celery_app.control.ping(timeout=0.5) or []:
+                            for node in reply:
+                                pending.discard(node.split("@", 1)[0])
                 if pending:
                     time.sleep(0.2)
         return time.monotonic() - started
@@ -287,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
 
             run_demo(f"http://{run_settings.api_host}:{run_settings.api_port}", stack.api_key)
         while not stop_event.wait(1.0):
-            stack._check_children()
+            stack.restart_exited_children()
     except KeyboardInterrupt:
         pass
     except (SettingsError, DatabaseSchemaError, RuntimeError) as error:

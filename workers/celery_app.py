@@ -33,10 +33,12 @@ def create_celery_app(
     maintenance_context_factory: Callable[[Settings], Any] | None = None,
 ) -> Celery:
     """Build the Celery app for ``settings`` (tests build their own, possibly with scripted skills)."""
+    from workers import broker_compat
     from workers.task_metrics import install_task_metrics
     from workers.tasks.maintenance import register_maintenance_tasks
     from workers.tasks.pipeline import register_pipeline_tasks
 
+    broker_compat.install()  # a worker must outlive its broker (see the module)
     app = Celery("arandu", set_as_current=False)
     app.arandu_settings = settings  # type: ignore[attr-defined]
     app.arandu_context_factory = context_factory  # type: ignore[attr-defined]

@@ -136,6 +136,8 @@ class PipelineRun(Base):
     status: Mapped[str] = mapped_column(String(16), server_default=sql_text("'received'"))
     stage: Mapped[str | None] = mapped_column(String(32))
     attempts: Mapped[int] = mapped_column(Integer, server_default=sql_text("0"))
+    # Retries the provider asked for (429 with Retry-After): not failures, so apart from attempts.
+    throttled_retries: Mapped[int] = mapped_column(Integer, server_default=sql_text("0"))
     sweeps: Mapped[int] = mapped_column(Integer, server_default=sql_text("0"))
     error: Mapped[str | None] = mapped_column(Text)
     options: Mapped[dict[str, Any]] = mapped_column(server_default=sql_text("'{}'::jsonb"))

@@ -300,6 +300,22 @@ def record_attempt(session: Session, event_id: uuid.UUID, stage: str, error: str
     return int(attempts or 0)
 
 
+def record_throttled(session: Session, event_id: uuid.UUID, stage: str, error: str) -> int:
+    """Count a retry the provider asked for (rate limited, with Retry-After) and return the new count.
+
+    Kept apart from :func:`record_attempt`: being told to wait is not a failure of the message.
+    """
+    throttled = session.execute(
+        update(PipelineRun)
+        .where(PipelineRun.event_id == event_id)
+        .values(
+            throttled_retries=PipelineRun.throttled_retries + 1, stage=stage, error=error[:4000], updated_at=func.now()
+        )
+        .returning(PipelineRun.throttled_retries)
+    ).scalar_one_or_none()
+    return int(throttled or 0)
+
+
 def mark_failed(session: Session, event_id: uuid.UUID, stage: str, error: str) -> None:
     """Give up on the run: ``failed`` with the stage and the error, until someone re-drives it."""
     session.execute(
@@ -331,6 +347,7 @@ def redrive(session: Session, event_id: uuid.UUID, *, from_scratch: bool) -> str
     else:
         return None
     run.attempts = 0
+    run.throttled_retries = 0
     run.sweeps = 0
     run.error = None
     run.finished_at = None

@@ -27,11 +27,15 @@ GOOD_EXTRACTION = {
 
 
 class LLMBehaviour:
-    """``chat_handler`` for :class:`OpenAIStub`: ``mode`` is one of ok, error, invalid_json, timeout, rate_limit."""
+    """``chat_handler`` for :class:`OpenAIStub`: ``mode`` is one of ok, error, invalid_json, timeout, rate_limit.
+
+    ``refuse_next`` answers that many calls 429 with ``Retry-After: 0`` first, whatever the mode.
+    """
 
     def __init__(self, mode: str = "ok", *, timeout_delay_s: float = 3.0) -> None:
         self.mode = mode
         self.timeout_delay_s = timeout_delay_s
+        self.refuse_next = 0
         self.calls: dict[str, int] = {}
         self._lock = threading.Lock()
 
@@ -40,6 +44,10 @@ class LLMBehaviour:
         skill = self._skill(system)
         with self._lock:
             self.calls[skill] = self.calls.get(skill, 0) + 1
+            refuse = self.refuse_next > 0
+            self.refuse_next -= int(refuse)
+        if refuse:
+            return StubReply.error(429, "slow down", headers={"Retry-After": "0"})
         if self.mode == "error":
             return StubReply.error(500, "the model server fell over")
         if self.mode == "rate_limit":

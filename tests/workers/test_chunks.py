@@ -232,11 +232,14 @@ def test_an_event_that_fails_in_a_batch_retries_alone_while_its_chunk_goes_on(
     ids = response.json()["event_ids"]
     assert path.wait(ids, timeout_s=120) == dict.fromkeys(ids, "done")
     assert flaky.refused == 2
-    attempts = {
-        str(row["event_id"]): row["attempts"]
-        for row in path.memory.rows("SELECT event_id, attempts FROM pipeline_runs WHERE agent_id = :a", a=path.agent_id)
+    tries = {
+        str(row["event_id"]): (row["attempts"], row["throttled_retries"])
+        for row in path.memory.rows(
+            "SELECT event_id, attempts, throttled_retries FROM pipeline_runs WHERE agent_id = :a", a=path.agent_id
+        )
     }
-    assert attempts == {event_id: (2 if event_id == ids[5] else 0) for event_id in ids}
+    # Refused with a Retry-After (429): retries of their own, no failed attempt spent.
+    assert tries == {event_id: (0, 2 if event_id == ids[5] else 0) for event_id in ids}
     texts_written = [f["fact_text"] for f in path.memory.all_facts(path.agent_id)]
     assert len(texts_written) == len(set(texts_written)) == 12
     assert any("Recife" in text for text in texts_written)

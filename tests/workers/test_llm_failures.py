@@ -31,7 +31,7 @@ class LLMPath:
 @pytest.fixture
 def llm_path(write_settings: Settings) -> Iterator[LLMPath]:
     behaviour = LLMBehaviour("ok", timeout_delay_s=3.0)
-    settings = write_settings.model_copy(update={"pipeline_max_attempts": 3})
+    settings = write_settings.model_copy(update={"pipeline_max_attempts": 3, "pipeline_max_throttled_retries": 4})
     with OpenAIStub(chat_handler=behaviour) as stub:
 
         def context(own: Settings) -> WriteContext:
@@ -75,15 +75,28 @@ def test_rate_limit_storm_retries_then_fails_and_can_be_redriven(llm_path: LLMPa
     assert llm_path.path.wait([event], timeout_s=120) == {event: "failed"}
     failed = llm_path.path.event(event)
     assert failed["stage"] == "extract"
-    assert failed["attempts"] == 3
+    # Refusals with Retry-After spend their own budget (4 here), not the attempts meant for failures.
+    assert failed["attempts"] == 0
+    assert failed["throttled_retries"] == 5
     assert "429" in failed["error"]
-    assert llm_path.behaviour.calls.get("informed", 0) >= 3
+    assert llm_path.behaviour.calls.get("informed", 0) >= 5
 
     llm_path.behaviour.mode = "ok"
     retry = llm_path.path.client.post(f"/v1/events/{event}/retry")
     assert retry.status_code == 202, retry.text
     assert llm_path.path.wait([event], timeout_s=60) == {event: "done"}
     done = llm_path.path.event(event)
+    assert [fact["fact_text"] for fact in done["result"]["facts_added"]] == ["Rafael mora em Lisboa"]
+
+
+def test_rate_limits_with_retry_after_do_not_spend_the_attempts_meant_for_failures(llm_path: LLMPath) -> None:
+    # More refusals in a row than there are attempts (3), within their own budget (4): each said when to return.
+    llm_path.behaviour.refuse_next = 4
+    event = llm_path.path.post("Eu moro em Lisboa.", "Rafael")
+    assert llm_path.path.wait([event], timeout_s=120) == {event: "done"}
+    done = llm_path.path.event(event)
+    assert done["attempts"] == 0
+    assert done["throttled_retries"] == 4
     assert [fact["fact_text"] for fact in done["result"]["facts_added"]] == ["Rafael mora em Lisboa"]
 
 

@@ -5,7 +5,9 @@ the sweeper; several agents' single messages from ``ingest.collect``), and nothi
 lives in PostgreSQL. Failures retry with
 exponential backoff and jitter, never sooner than the provider's Retry-After; the run row
 counts attempts (Redis has no dead-letter queue), and past the cap the run is ``failed``
-with its stage and error until someone re-drives it.
+with its stage and error until someone re-drives it. A provider that rate-limits with a
+Retry-After is obeyed without spending an attempt: those retries wait what it asked (plus
+jitter) and have a budget of their own (``pipeline_max_throttled_retries``).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from memory_core.write.pipeline import (
     run_stage_chunk,
     run_upsert,
 )
-from memory_core.write.runs import claim_stuck_runs, mark_failed, plan_chunks, record_attempt
+from memory_core.write.runs import claim_stuck_runs, mark_failed, plan_chunks, record_attempt, record_throttled
 from memory_core.write.schemas import STAGES
 from workers.context import get_write_context
 from workers.intake import TAKE_LIMIT as INTAKE_TAKE_LIMIT
@@ -60,6 +62,18 @@ def retry_delay(attempt: int, base_s: float, max_s: float, retry_after_s: float 
     ceiling = min(max_s, base_s * (2 ** max(attempt - 1, 0)))
     delay = random.uniform(ceiling / 2, ceiling)  # noqa: S311 - jitter, not cryptography
     return max(delay, retry_after_s or 0.0)
+
+
+def throttle_delay(retry_after_s: float, base_s: float) -> float:
+    """What a provider's Retry-After asked for, plus jitter so the refused tasks do not all return at once."""
+    return retry_after_s + random.uniform(0, base_s)  # noqa: S311 - jitter, not cryptography
+
+
+def throttled_retry_after(error: Exception) -> float | None:
+    """The wait a rate-limiting provider asked for (a wait, not a failure of the message); None otherwise."""
+    if isinstance(error, RetryableProviderError) and error.reason == "rate_limited":
+        return error.retry_after_s
+    return None
 
 
 EventIds = str | list[str]
@@ -134,6 +148,9 @@ def _count_failure(context: WriteContext, stage: str, event_id: str, error: Exce
         logger.error("event %s failed at %s: %s", event_id, stage, error)
         return None
     message = f"{type(error).__name__}: {error}"
+    asked_wait_s = throttled_retry_after(error)
+    if asked_wait_s is not None:
+        return _count_throttled(context, stage, event_id, asked_wait_s, message)
     with context.sessions.begin() as session:
         attempts = record_attempt(session, run_id, stage, message)
         if attempts >= settings.pipeline_max_attempts:
@@ -146,6 +163,21 @@ def _count_failure(context: WriteContext, stage: str, event_id: str, error: Exce
     logger.warning(
         "event %s: %s attempt %d failed (%s); retrying in %.1f s", event_id, stage, attempts, message, countdown
     )
+    return countdown
+
+
+def _count_throttled(context: WriteContext, stage: str, event_id: str, wait_s: float, message: str) -> float | None:
+    """Record a rate-limited try; the provider's delay, or None past ``pipeline_max_throttled_retries``."""
+    settings = context.settings
+    with context.sessions.begin() as session:
+        throttled = record_throttled(session, uuid.UUID(event_id), stage, message)
+        if throttled > settings.pipeline_max_throttled_retries:
+            mark_failed(session, uuid.UUID(event_id), stage, f"rate limited {throttled} times: {message}")
+    if throttled > settings.pipeline_max_throttled_retries:
+        logger.error("event %s failed at %s: rate limited %d times (%s)", event_id, stage, throttled, message)
+        return None
+    countdown = throttle_delay(wait_s, settings.pipeline_retry_base_s)
+    logger.info("event %s: %s rate limited (%d); retrying in %.1f s as asked", event_id, stage, throttled, countdown)
     return countdown
 
 
