@@ -89,7 +89,8 @@ class BatchAwareModel:
     def _parts(user: str) -> tuple[str, str]:
         speaker = _SPEAKER.search(user)
         block = _BLOCK.search(user)
-        assert speaker and block, user
+        assert speaker, user
+        assert block, user
         return speaker.group(1).strip(), block.group(1).strip()
 
     def _answer(self, speaker: str, message: str) -> dict[str, Any]:
@@ -115,7 +116,7 @@ class BatchAwareModel:
             if any(word in message for word in self.malformed):
                 item["facts"] = "a list was expected here"
             if any(word in message for word in self.misattribute):
-                neighbour_speaker, neighbour = parts[(position + 1) % len(parts)][1]
+                _, neighbour = parts[(position + 1) % len(parts)][1]
                 item["facts"] = [{"subject": speaker, "text": fact_of(speaker, neighbour), "action": "NEW"}]
             items.append(item)
         return {"messages": items}
@@ -272,9 +273,7 @@ def test_two_sessions_are_never_batched_together(batch_path: BatchPath) -> None:
     ids = batch_path.post_batch(SENTENCES[:8], sessions=sessions)
     assert batch_path.path.wait(ids) == dict.fromkeys(ids, "done")
     assert batch_path.model.calls["batch"] == 2
-    assert sorted(map(sorted, batch_path.model.batches)) == sorted(
-        [sorted(SENTENCES[0:8:2]), sorted(SENTENCES[1:8:2])]
-    )
+    assert sorted(map(sorted, batch_path.model.batches)) == sorted([sorted(SENTENCES[0:8:2]), sorted(SENTENCES[1:8:2])])
     assert_each_fact_on_its_message(batch_path, ids)
 
 
