@@ -204,6 +204,14 @@ class Settings(BaseSettings):
     pipeline_intake_chunk_size: int = Field(default=32, ge=1, le=500)
     # Events of one chunk computed at once when the skills call an LLM (hides its latency).
     pipeline_chunk_parallelism: int = Field(default=8, ge=1, le=64)
+    # With an LLM, consecutive messages of one agent and session waiting in the same chunk are
+    # extracted in one call (their answers stored per message); off: one call per message.
+    pipeline_llm_batching: bool = True
+    # A batch's bounds: messages, and an estimate of its prompt's tokens (messages and the
+    # known entities shown with them, about four characters a token; the fixed instructions
+    # are not counted). A message over the budget on its own goes alone.
+    pipeline_llm_batch_max_messages: int = Field(default=8, ge=1, le=64)
+    pipeline_llm_batch_max_tokens: int = Field(default=6000, ge=100, le=200_000)
 
     llm_provider: LLMProviderName | None = None
     llm_model: str | None = None

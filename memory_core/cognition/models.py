@@ -186,3 +186,23 @@ class ReconcileOutput(_Model):
     action: ReconcileAction = "ADD"
     target_fact_id: str | None = None
     reason: str = ""
+
+
+# --- batched extraction ------------------------------------------------------------------
+
+
+class BatchExtractionInput(_Model):
+    """Consecutive messages of one conversation, extracted together; each keeps its own speaker and date."""
+
+    messages: list[ExtractionInput]
+
+
+class BatchExtractionOutput(_Model):
+    """Per message of the batch, in its order: its extraction, or None and why when its part was unusable.
+
+    ``shares`` is each message's part of the call's answer in characters (to split its tokens).
+    """
+
+    results: list[ExtractionOutput | None]
+    errors: list[str | None]
+    shares: list[int] = Field(default_factory=list)

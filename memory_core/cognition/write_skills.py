@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memory_core.cognition.models import (
+    BatchExtractionInput,
+    BatchExtractionOutput,
     DisambiguationInput,
     DisambiguationOutput,
     EmotionInput,
@@ -19,7 +21,11 @@ from memory_core.cognition.skill import Skill
 
 @dataclass(frozen=True)
 class WriteSkills:
-    """Every skill of the write path; ``kind`` says which implementation ("llm" or "offline")."""
+    """Every skill of the write path; ``kind`` says which implementation ("llm" or "offline").
+
+    ``extract_batch`` (informed extraction of several messages in one call) exists only where
+    batching saves something: the LLM's. Without it every message is extracted on its own.
+    """
 
     kind: str
     extract_informed: Skill[ExtractionInput, ExtractionOutput]
@@ -27,3 +33,4 @@ class WriteSkills:
     disambiguate: Skill[DisambiguationInput, DisambiguationOutput]
     reconcile: Skill[ReconcileInput, ReconcileOutput]
     tag_emotion: Skill[EmotionInput, EmotionOutput]
+    extract_batch: Skill[BatchExtractionInput, BatchExtractionOutput] | None = None

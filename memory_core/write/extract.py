@@ -134,7 +134,40 @@ def _merge(outputs: list[ExtractionOutput]) -> ExtractionOutput:
     return merged
 
 
-def compute_extraction(
+@dataclass(frozen=True)
+class BatchShare:
+    """A message's part of a batched extraction call: its share of the call's tokens, and the batch it was in."""
+
+    tokens: TokenCount
+    info: dict[str, Any]
+
+
+@dataclass
+class PreparedExtraction:
+    """Everything ``extract`` computes for a message before asking the model (memory read, nothing written).
+
+    ``inputs`` holds one skill input per chunk of the message (one unless the message is long).
+    """
+
+    config: MemoryConfig
+    speaker: str
+    informed: bool
+    event_vector: list[float] | None
+    emotion: EmotionOutput | None
+    tokens: TokenCount
+    trace: list[TraceStep]
+    known: list[KnownEntity]
+    input_type: str
+    strategy: str
+    inputs: list[ExtractionInput]
+
+    @property
+    def batchable(self) -> bool:
+        """Whether the message may share a call with others: informed, in one piece."""
+        return self.informed and len(self.inputs) == 1
+
+
+def prepare_extraction(
     ctx: WriteContext,
     session: Session,
     *,
@@ -143,13 +176,9 @@ def compute_extraction(
     speaker: str,
     occurred_at: datetime,
     options: dict[str, Any],
-    cache: SkillCache | None = None,
     known_aliases: repository.KnownAliases | None = None,
-) -> ExtractionResult:
-    """Everything ``extract`` produces for one message; reads memory, writes nothing.
-
-    ``known_aliases``: the chunk's alias lookups, read once for all its messages.
-    """
+) -> PreparedExtraction:
+    """Embedding, emotion (offline), pre-retrieval and the skill inputs of one message."""
     config = ctx.config_for(options)
     trace: list[TraceStep] = []
     tokens = TokenCount()
@@ -189,13 +218,8 @@ def compute_extraction(
     classification = classify_input(message)
     strategy = select_strategy(classification)
     chunks = split_into_chunks(message, strategy) if strategy.mode.value == "chunked" else [message]
-    outputs: list[ExtractionOutput] = []
-    errors: list[str] = []
-    used_fallback = False
-    mode = "informed" if informed else "blind"
-    started = time.perf_counter()
-    for number, chunk in enumerate(chunks):
-        skill_input = ExtractionInput(
+    inputs = [
+        ExtractionInput(
             message=chunk,
             speaker_name=speaker,
             occurred_at=occurred_at,
@@ -205,13 +229,96 @@ def compute_extraction(
             chunk_hint=strategy.chunk_context_hint if len(chunks) > 1 else None,
             max_facts=config.max_facts_per_event,
         )
+        for chunk in chunks
+    ]
+    return PreparedExtraction(
+        config=config,
+        speaker=speaker,
+        informed=informed,
+        event_vector=event_vector,
+        emotion=emotion,
+        tokens=tokens,
+        trace=trace,
+        known=known,
+        input_type=classification.input_type.value,
+        strategy=strategy.mode.value,
+        inputs=inputs,
+    )
+
+
+def informed_cache_key(ctx: WriteContext, chunk: int = 0) -> str:
+    """The run's LLM-cache key of a chunk's informed extraction (batched answers are stored under it too)."""
+    return f"{ctx.skills.extract_informed.name}:{chunk}"
+
+
+def compute_extraction(
+    ctx: WriteContext,
+    session: Session,
+    *,
+    agent_id: str,
+    message: str,
+    speaker: str,
+    occurred_at: datetime,
+    options: dict[str, Any],
+    cache: SkillCache | None = None,
+    known_aliases: repository.KnownAliases | None = None,
+) -> ExtractionResult:
+    """Everything ``extract`` produces for one message; reads memory, writes nothing.
+
+    ``known_aliases``: the chunk's alias lookups, read once for all its messages.
+    """
+    prepared = prepare_extraction(
+        ctx,
+        session,
+        agent_id=agent_id,
+        message=message,
+        speaker=speaker,
+        occurred_at=occurred_at,
+        options=options,
+        known_aliases=known_aliases,
+    )
+    return finish_extraction(ctx, session, prepared, cache=cache)
+
+
+def finish_extraction(
+    ctx: WriteContext,
+    session: Session,
+    prepared: PreparedExtraction,
+    *,
+    cache: SkillCache | None = None,
+    batch: BatchShare | None = None,
+) -> ExtractionResult:
+    """Ask the model (or find its answer in ``cache``), fall back as the seeds say, and clean up.
+
+    ``batch``: the message's answer came from a batched call and waits in ``cache``; its share
+    of that call's tokens is counted here.
+    """
+    cacheable = ctx.skills.kind == "llm"
+    config = prepared.config
+    speaker = prepared.speaker
+    informed = prepared.informed
+    trace = list(prepared.trace)
+    tokens = prepared.tokens.plus(batch.tokens) if batch is not None else prepared.tokens
+    outputs: list[ExtractionOutput] = []
+    errors: list[str] = []
+    used_fallback = False
+    mode = "informed" if informed else "blind"
+    started = time.perf_counter()
+    batch_info = batch.info if batch is not None else None
+    for number, skill_input in enumerate(prepared.inputs):
         primary = ctx.skills.extract_informed if informed else ctx.skills.extract_blind
+        key = f"{primary.name}:{number}"
+        if batch_info is None and cache is not None and informed:
+            # A redelivered stage whose answer came from a batch: keep saying so.
+            stored = cache.get(key)
+            if stored is not None and isinstance(stored.get("batch"), dict):
+                batch_info = stored["batch"]
         call = call_skill(
             primary,
             skill_input,
             ExtractionOutput,
             cache=cache,
-            cache_key=f"{primary.name}:{number}",
+            cache_key=key,
             cacheable=cacheable,
             release=ctx.release(session),
         )
@@ -237,7 +344,7 @@ def compute_extraction(
             errors.append(call.error or "extraction failed")
         outputs.append(result or ExtractionOutput())
     merged = _merge(outputs)
-    emotion = emotion or merged.emotion
+    emotion = prepared.emotion or merged.emotion
     extraction = group_aliases(merged, speaker)
     if not ctx.embedder_in_process:
         session.close()  # the embedder may be remote: give the connection back meanwhile
@@ -248,29 +355,31 @@ def compute_extraction(
             duration_ms=(time.perf_counter() - started) * 1000,
             data={
                 "mode": mode,
-                "input_type": classification.input_type.value,
-                "strategy": strategy.mode.value,
-                "chunks": len(chunks),
+                "input_type": prepared.input_type,
+                "strategy": prepared.strategy,
+                "chunks": len(prepared.inputs),
                 "used_fallback": used_fallback,
                 "errors": errors,
                 "relation_retry_triggered": extraction.relation_retry_triggered,
                 "entities": len(extraction.entities),
                 "facts": len(facts),
                 "relations": len(extraction.relations),
+                **({"batch": batch_info} if batch_info is not None else {}),
             },
         )
     )
     output = ExtractStageOutput(
         extraction=extraction,
         facts=facts,
-        known_entities=known,
+        known_entities=prepared.known,
         mode=mode,
-        strategy=strategy.mode.value,
-        chunks=len(chunks),
+        strategy=prepared.strategy,
+        chunks=len(prepared.inputs),
         used_fallback=used_fallback,
         error="; ".join(errors) or None,
         emotion=emotion.model_dump() if emotion else None,
         tokens=tokens,
         trace=trace,
+        batch=batch_info,
     )
-    return ExtractionResult(output=output, event_embedding=event_vector, emotion=emotion)
+    return ExtractionResult(output=output, event_embedding=prepared.event_vector, emotion=emotion)

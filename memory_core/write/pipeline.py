@@ -24,8 +24,18 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from memory_core.db.vectors import vector_array
+from memory_core.write.batching import BatchMember, extract_in_batches
 from memory_core.write.context import WriteContext
-from memory_core.write.extract import chunk_known_aliases, compute_extraction
+from memory_core.write.extract import (
+    BatchShare,
+    ExtractionResult,
+    PreparedExtraction,
+    chunk_known_aliases,
+    compute_extraction,
+    finish_extraction,
+    informed_cache_key,
+    prepare_extraction,
+)
 from memory_core.write.reconcile import CANDIDATES_PER_FACT, candidate_queries, reconcile_facts
 from memory_core.write.repository import FactRow, KnownAliases, closest_active_facts_many
 from memory_core.write.resolve import resolve_entities, speaker_entity
@@ -166,6 +176,10 @@ def _compute_extract(
         cache=cache,
         known_aliases=known_aliases,
     )
+    return _extract_computed(run, result, started)
+
+
+def _extract_computed(run: RunView, result: ExtractionResult, started: float) -> _Computed:
     emotion = result.emotion
     return _Computed(
         _stage_completion(run, result.output, started),
@@ -280,6 +294,96 @@ _COMPUTE: dict[str, Callable[[WriteContext, Session, RunView], _Computed]] = {
 }
 
 
+def _batching(ctx: WriteContext) -> bool:
+    """Whether the extract stage batches messages: an LLM with a batch skill, and batching on."""
+    return ctx.skills.kind == "llm" and ctx.skills.extract_batch is not None and ctx.settings.pipeline_llm_batching
+
+
+def _in_threads(
+    ctx: WriteContext, items: Sequence[RunView], work: Callable[[RunView, Session], Any]
+) -> list[Any | Exception]:
+    """``work(run, session)`` for every run, side by side, each on a reading session of its own; errors returned."""
+
+    def attempt(run: RunView) -> Any | Exception:
+        try:
+            with reading(ctx) as own:
+                return work(run, own)
+        except Exception as error:  # the caller decides, per event, between retry and failure
+            return error
+
+    parallel = min(len(items), ctx.settings.pipeline_chunk_parallelism)
+    if parallel <= 1:
+        return [attempt(run) for run in items]
+    with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="arandu-extract") as pool:
+        return list(pool.map(attempt, items))
+
+
+def _extract_batched(
+    ctx: WriteContext,
+    session: Session,
+    ready: Sequence[RunView],
+    outcomes: dict[uuid.UUID, StageResult],
+    known: KnownAliases,
+) -> list[_Computed]:
+    """The extract stage of a chunk with batched LLM calls (see :mod:`memory_core.write.batching`).
+
+    Every message is prepared (pre-retrieval), then those of one agent and session share calls,
+    then every message is finished as on its own: answers the batches stored are found in its
+    LLM cache, and a message its batch could not answer makes its own call there. A message's
+    stage duration runs from the chunk's start: it waited for its batch.
+    """
+    started = time.perf_counter()
+    session.close()  # no pooled connection waits while the threads call the model
+    caches = {
+        run.event_id: SkillCache(ctx.sessions, run.event_id, run.stage_outputs.get("llm_cache") or {}) for run in ready
+    }
+
+    def prepare(run: RunView, own: Session) -> PreparedExtraction:
+        return prepare_extraction(
+            ctx,
+            own,
+            agent_id=run.agent_id,
+            message=run.text,
+            speaker=run.speaker,
+            occurred_at=run.occurred_at,
+            options=run.options,
+            known_aliases=known,
+        )
+
+    prepared: dict[uuid.UUID, PreparedExtraction] = {}
+    for run, result in zip(ready, _in_threads(ctx, ready, prepare), strict=True):
+        if isinstance(result, Exception):
+            outcomes[run.event_id] = result
+        else:
+            prepared[run.event_id] = result
+    key = informed_cache_key(ctx)
+    members = [
+        BatchMember(run.event_id, run.agent_id, run.session_id, run.arrival_key, prepared[run.event_id])
+        for run in ready
+        if run.event_id in prepared
+        and prepared[run.event_id].batchable
+        # Answered already (a redelivered stage): nothing to ask again.
+        and caches[run.event_id].get(key) is None
+    ]
+    batched = extract_in_batches(ctx, members, key, caches)
+    for event_id, error in batched.failures.items():
+        outcomes[event_id] = error
+    remaining = [run for run in ready if run.event_id in prepared and run.event_id not in batched.failures]
+
+    def finish(run: RunView, own: Session) -> _Computed:
+        share: BatchShare | None = batched.shares.get(run.event_id)
+        result = finish_extraction(ctx, own, prepared[run.event_id], cache=caches[run.event_id], batch=share)
+        return _extract_computed(run, result, started)
+
+    computed: list[_Computed] = []
+    for run, result in zip(remaining, _in_threads(ctx, remaining, finish), strict=True):
+        if isinstance(result, Exception):
+            outcomes[run.event_id] = result
+        else:
+            computed.append(result)
+    return computed
+
+
 def _compute_all(
     ctx: WriteContext,
     session: Session,
@@ -300,6 +404,8 @@ def _compute_all(
         known = chunk_known_aliases(
             session, [(run.agent_id, run.text) for run in ready], [ctx.config_for(run.options) for run in ready]
         )
+        if _batching(ctx):
+            return _extract_batched(ctx, session, ready, outcomes, known)
         compute = functools.partial(_compute_extract, known_aliases=known)
     elif stage == "reconcile" and ready:
         # Every fact's closest active facts, one statement for the chunk (a snapshot, as each

@@ -125,6 +125,9 @@ class ExtractStageOutput(_Stored):
     emotion: dict[str, Any] | None = None
     tokens: TokenCount = Field(default_factory=TokenCount)
     trace: list[TraceStep] = Field(default_factory=list)
+    # Set when the extraction came from a call shared by several messages: the batch's id,
+    # this message's number in it (from 1) and the batch's size, for tracing.
+    batch: dict[str, Any] | None = None
 
 
 ResolutionMethod = Literal[

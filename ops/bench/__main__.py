@@ -46,6 +46,11 @@ def main(argv: list[str] | None = None) -> int:
         metavar="ARANDU_X=VALUE",
         help="a setting for phase 3 (LLM stub) only, e.g. ARANDU_DATABASE_POOL_SIZE=40",
     )
+    ingest.add_argument(
+        "--llm-only",
+        action="store_true",
+        help="phase 3 alone: the LLM stub workloads with batching off and on, side by side",
+    )
     retrieve = sub.add_parser(
         "retrieve",
         help="read path: retrieve latency, throughput and semantic recall at 1k/10k/100k facts in a 1M-fact table",
@@ -143,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
             argv=raw_args[1:],
             env=dict(args.env),
             llm_env=dict(args.llm_env),
+            llm_only=args.llm_only,
         )
     if args.benchmark == "retrieve":
         from ops.bench.retrieve import run_retrieve_benchmark

@@ -717,9 +717,11 @@ _PROFILE_LINE = re.compile(
     r'^- (?P<name>.+?) \([^)]*\)(?:, called "[^"]*" in the message)?\. Profile: (?P<profile>.+)$'
 )
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_BATCH_SECTION = re.compile(r"^### Message (\d+)$", re.MULTILINE)
 
 PROMPT_KINDS = (
     ("You turn one chat message", "extract_informed"),
+    ("You turn several consecutive messages", "extract_batch"),
     ("You list the entities", "extract_blind.entities"),
     ("You write down what one chat message", "extract_blind.facts"),
     ("You find the relations", "extract_blind.relations"),
@@ -779,7 +781,11 @@ class StubModel:
         system = next((str(m.get("content", "")) for m in messages if m.get("role") == "system"), "")
         user = next((str(m.get("content", "")) for m in reversed(messages) if m.get("role") == "user"), "")
         kind = prompt_kind(system)
-        chatter = kind.startswith("extract") and not self._understand(user)[1].facts
+        if kind == "extract_batch":
+            # A call shared by several messages is spent on information if any of them carries some.
+            chatter = all(not self._understand(part)[1].facts for _, part in self._batch_parts(user))
+        else:
+            chatter = kind.startswith("extract") and not self._understand(user)[1].facts
         with self._lock:
             self.calls[kind] += 1
             self.chatter_calls += 1 if chatter else 0
@@ -793,8 +799,22 @@ class StubModel:
         found = self.generator.lookup(speaker, text)
         return speaker, found if found is not None else _generic_annotation(speaker, text)
 
+    @staticmethod
+    def _batch_parts(user: str) -> list[tuple[int, str]]:
+        """A batched prompt's numbered messages, each with its own header and message block."""
+        pieces = _BATCH_SECTION.split(user)[1:]
+        return [(int(number), body) for number, body in zip(pieces[::2], pieces[1::2], strict=True)]
+
     def answer(self, kind: str, user: str) -> dict[str, Any]:
         """The JSON a model would answer to ``kind`` for the rendered ``user`` message."""
+        if kind == "extract_batch":
+            known = user.split("### Message", 1)[0]
+            return {
+                "messages": [
+                    {"index": number, **self.answer("extract_informed", known + part)}
+                    for number, part in self._batch_parts(user)
+                ]
+            }
         if kind == "reconcile":
             return {"action": "ADD", "target_fact_id": None, "reason": "New information, compatible with the rest."}
         if kind == "disambiguate":
@@ -1673,6 +1693,300 @@ def phase_locomo(
 
 
 # =====================================================================================
+# LLM batching: the stub phases with batching off and on, side by side
+# =====================================================================================
+
+BATCH_MODES = (("unbatched", "false"), ("batched", "true"))
+TARGET_CALLS_PER_MESSAGE_BURST = 0.5
+TARGET_CALLS_PER_MESSAGE_PACED = 1.0
+TARGET_TOKEN_RATIO = 0.7
+TARGET_THROUGHPUT_RATIO = 2.0
+TARGET_MEMORY_DRIFT = 0.02
+LLM_PACED_RATE = 20.0
+
+_MEMORY_SQL = """
+SELECT (SELECT count(*) FROM memory_facts WHERE agent_id = ANY(%(agents)s) AND valid_to IS NULL),
+       (SELECT count(*) FROM memory_entities WHERE agent_id = ANY(%(agents)s))
+"""
+_FACT_SOURCES_SQL = """
+SELECT f.fact_text, e.speaker, e.text, e.id::text
+FROM memory_facts f JOIN memory_events e ON e.id = f.source_event_id
+WHERE f.agent_id = ANY(%(agents)s)
+"""
+
+
+@dataclass
+class ModeFigures:
+    """One batching mode's figures for one workload."""
+
+    messages: int = 0
+    calls: int = 0
+    tokens: int = 0
+    rate: float = math.nan
+    failed: int = 0
+    pending: int = 0
+    active_facts: int = 0
+    entities: int = 0
+    foreign_facts: int = 0
+    unexplained_facts: int = 0
+    breakdown: str = ""
+    foreign_examples: list[str] = field(default_factory=list)
+
+    @property
+    def calls_per_message(self) -> float:
+        """Chat calls per message."""
+        return self.calls / self.messages if self.messages else math.nan
+
+    @property
+    def tokens_per_message(self) -> float:
+        """Recorded tokens per message."""
+        return self.tokens / self.messages if self.messages else math.nan
+
+
+def _normal(text: str) -> str:
+    return " ".join(text.casefold().split()).rstrip(".!? ")
+
+
+def memory_figures(database_url: str, agents: Sequence[str], model: StubModel, figures: ModeFigures) -> None:
+    """Active facts, entities, and facts whose text the stub gave another message than their source."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        row = conn.execute(_MEMORY_SQL, {"agents": list(agents)}).fetchone()
+        sources = conn.execute(_FACT_SOURCES_SQL, {"agents": list(agents)}).fetchall()
+    assert row is not None
+    figures.active_facts, figures.entities = int(row[0]), int(row[1])
+    expected_of: dict[str, set[str]] = {}
+    owner_of: dict[str, set[str]] = {}
+    for _, speaker, text, event_id in sources:
+        if event_id in expected_of:
+            continue
+        note = model.generator.lookup(speaker, text) or _generic_annotation(speaker, text)
+        expected_of[event_id] = {_normal(fact.text) for fact in note.facts}
+    # Every message of these agents, not only those with facts, may be where a fact came from.
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        events = conn.execute(
+            "SELECT id::text, speaker, text FROM memory_events WHERE agent_id = ANY(%(agents)s)",
+            {"agents": list(agents)},
+        ).fetchall()
+    for event_id, speaker, text in events:
+        note = model.generator.lookup(speaker, text) or _generic_annotation(speaker, text)
+        for fact in note.facts:
+            owner_of.setdefault(_normal(fact.text), set()).add(event_id)
+    for fact_text, _, _, event_id in sources:
+        wanted = _normal(fact_text)
+        if wanted in expected_of[event_id]:
+            continue
+        if owner_of.get(wanted, set()) - {event_id}:
+            figures.foreign_facts += 1
+            if len(figures.foreign_examples) < 3:
+                figures.foreign_examples.append(f"{fact_text!r} on {event_id}")
+        else:
+            figures.unexplained_facts += 1
+
+
+def _paced_llm(
+    stack: BenchStack, generator: ChatGenerator, model: StubModel, *, label: str, prefix: str, count: int, agents: int
+) -> tuple[ModeFigures, RunStats]:
+    """Single POSTs at ``LLM_PACED_RATE`` over ``agents`` agents: calls and tokens per message."""
+    requests = _single_requests(generator, prefix, agents, count)
+    agent_ids = sorted({path.split("/")[3] for path, _ in requests})
+    print(f"{label}: {len(requests):,} single POSTs at {LLM_PACED_RATE:.0f} msg/s over {agents} agents...", flush=True)
+    model.reset()
+    _, errors = asyncio.run(_post_all_raw(stack, requests, concurrency=8, rate=LLM_PACED_RATE))
+    if errors:
+        raise RuntimeError(f"{label}: {len(errors)} messages refused, e.g. {errors[0]}")
+    _, _, _, timed_out = wait_for_runs(
+        stack.database_url, agent_ids, len(requests), timeout_s=120, label=label, alive=stack.processes_exited
+    )
+    stats = run_stats(stack.database_url, agent_ids, len(requests))
+    stats.timed_out = timed_out
+    calls = model.counts()
+    figures = ModeFigures(
+        messages=len(requests),
+        calls=sum(calls.values()),
+        tokens=stats.tokens,
+        rate=stats.rate,
+        failed=stats.failed,
+        pending=stats.pending,
+        breakdown=_calls_breakdown(calls),
+    )
+    return figures, stats
+
+
+def phase_llm_batching(
+    stack: BenchStack,
+    sampler: MemorySampler,
+    generator: ChatGenerator,
+    sizes: Sizes,
+    *,
+    stub_url: str,
+    model: StubModel,
+    llm_env: Mapping[str, str],
+) -> PhaseReport:
+    """The LLM-stub workloads (a burst of batches, paced single messages, the LoCoMo import), batching off then on.
+
+    Each mode runs on a fresh database with the same messages, so memory can be compared.
+    """
+    report = PhaseReport()
+    burst: dict[str, ModeFigures] = {}
+    paced: dict[str, ModeFigures] = {}
+    locomo: dict[str, ModeFigures] = {}
+    for mode, flag in BATCH_MODES:
+        settings = {**LLM_SETTINGS, **dict(llm_env), "ARANDU_LLM_BASE_URL": stub_url}
+        settings["ARANDU_PIPELINE_LLM_BATCHING"] = flag
+        restart_s = stack.restart(database=f"arandu_llm_{mode}", env=settings, flush_broker=True)
+        report.rows.append(Row(f"3 LLM stub, {mode}", "restart on a fresh database", secs(restart_s)))
+        model.reset()
+        e2e, stats, conversations = phase_end_to_end(
+            stack,
+            sampler,
+            generator,
+            label=f"3 LLM stub, {mode}: burst",
+            prefix="p3-agent",
+            agents=sizes.llm_agents,
+            per_agent=sizes.llm_per_agent,
+            timeout_s=sizes.llm_timeout_s,
+            rate_target=TARGET_LLM_RATE,
+            p95_target=None,
+            stub=model,
+        )
+        calls = model.counts()
+        burst[mode] = ModeFigures(
+            messages=sum(len(lines) for lines in conversations.values()),
+            calls=sum(calls.values()),
+            tokens=stats.tokens,
+            rate=stats.rate,
+            failed=stats.failed,
+            pending=stats.pending,
+            breakdown=_calls_breakdown(calls),
+        )
+        report.notes.extend(e2e.notes)
+        paced[mode], _ = _paced_llm(
+            stack,
+            generator,
+            model,
+            label=f"3 LLM stub, {mode}: paced",
+            prefix="p3p-agent",
+            count=max(20, sizes.llm_agents * 10),
+            agents=sizes.llm_agents,
+        )
+        model.reset()
+        import_report, import_stats = phase_locomo(stack, sampler, sizes, label=f"4b LoCoMo import, LLM stub, {mode}")
+        report.notes.extend(import_report.notes)
+        if import_stats is not None:
+            calls = model.counts()
+            figures = ModeFigures(
+                messages=import_stats.expected,
+                calls=sum(calls.values()),
+                tokens=import_stats.tokens,
+                rate=import_stats.rate,
+                failed=import_stats.failed,
+                pending=import_stats.pending,
+                breakdown=_calls_breakdown(calls),
+            )
+            imports, _ = locomo_imports(LOCOMO_PATH, sizes.locomo_fraction)
+            memory_figures(stack.database_url, list(imports), model, figures)
+            locomo[mode] = figures
+    _batching_rows(report, burst, paced, locomo)
+    return report
+
+
+def _ratio(new: float, old: float) -> float:
+    return new / old if old else math.nan
+
+
+def _batching_rows(
+    report: PhaseReport,
+    burst: dict[str, ModeFigures],
+    paced: dict[str, ModeFigures],
+    locomo: dict[str, ModeFigures],
+) -> None:
+    """The side-by-side rows and the targets of issue 36."""
+    rows = report.rows
+    for name, figures in (("burst of batches", burst), ("paced single messages", paced), ("LoCoMo import", locomo)):
+        if len(figures) < 2:
+            continue
+        off, on = figures["unbatched"], figures["batched"]
+        label = f"LLM batching: {name}"
+        rows.append(Row(label, "messages", f"{on.messages:,}"))
+        rows.append(
+            Row(
+                label,
+                "chat calls per message, unbatched -> batched",
+                f"{off.calls_per_message:.3f} -> {on.calls_per_message:.3f} ({off.breakdown} -> {on.breakdown})",
+                _calls_target(report, name, on.calls_per_message),
+            )
+        )
+        token_ratio = _ratio(on.tokens_per_message, off.tokens_per_message)
+        token_ok = token_ratio <= TARGET_TOKEN_RATIO
+        report.targets[f"{label} tokens per message"] = token_ok
+        rows.append(
+            Row(
+                label,
+                "tokens per message, unbatched -> batched",
+                f"{off.tokens_per_message:,.0f} -> {on.tokens_per_message:,.0f} ({token_ratio:.2f}x)",
+                f"<= {TARGET_TOKEN_RATIO}x: {verdict(token_ok)}",
+            )
+        )
+        speed = _ratio(on.rate, off.rate)
+        cell = ""
+        if name != "paced single messages":
+            speed_ok = speed >= TARGET_THROUGHPUT_RATIO
+            report.targets[f"{label} throughput"] = speed_ok
+            cell = f">= {TARGET_THROUGHPUT_RATIO:.0f}x: {verdict(speed_ok)}"
+        rows.append(
+            Row(
+                label,
+                "processed, unbatched -> batched",
+                f"{off.rate:,.1f} -> {on.rate:,.1f} msg/s ({speed:.2f}x)",
+                cell,
+            )
+        )
+        rows.append(
+            Row(
+                label,
+                "failed / pending, unbatched; batched",
+                f"{off.failed} / {off.pending}; {on.failed} / {on.pending}",
+                "0 failed",
+            )
+        )
+        if name == "LoCoMo import":
+            facts_drift = abs(_ratio(on.active_facts, off.active_facts) - 1)
+            entities_drift = abs(_ratio(on.entities, off.entities) - 1)
+            same_ok = facts_drift <= TARGET_MEMORY_DRIFT and entities_drift <= TARGET_MEMORY_DRIFT
+            report.targets[f"{label} same memory"] = same_ok
+            rows.append(
+                Row(
+                    label,
+                    "active facts / entities, unbatched -> batched",
+                    f"{off.active_facts:,} / {off.entities:,} -> {on.active_facts:,} / {on.entities:,} "
+                    f"({facts_drift * 100:.1f}% / {entities_drift * 100:.1f}%)",
+                    f"within {TARGET_MEMORY_DRIFT * 100:.0f}%: {verdict(same_ok)}",
+                )
+            )
+            for mode, shown in (("unbatched", off), ("batched", on)):
+                if shown.foreign_examples:
+                    report.notes.append(f"{label}: {mode}: on another message: " + "; ".join(shown.foreign_examples))
+            wrong_ok = on.foreign_facts == 0
+            report.targets[f"{label} facts on the wrong message"] = wrong_ok
+            rows.append(
+                Row(
+                    label,
+                    "facts attributed to another message (of the same agent), unbatched; batched",
+                    f"{off.foreign_facts}; {on.foreign_facts} (facts the stub gave no message: "
+                    f"{off.unexplained_facts}; {on.unexplained_facts})",
+                    f"0: {verdict(wrong_ok)}",
+                )
+            )
+
+
+def _calls_target(report: PhaseReport, name: str, value: float) -> str:
+    limit = TARGET_CALLS_PER_MESSAGE_PACED if name == "paced single messages" else TARGET_CALLS_PER_MESSAGE_BURST
+    held = value <= limit
+    report.targets[f"LLM batching: {name} calls per message"] = held
+    return f"<= {limit}: {verdict(held)}"
+
+
+# =====================================================================================
 # The run
 # =====================================================================================
 
@@ -1729,11 +2043,13 @@ def run_ingest_benchmark(
     argv: Sequence[str],
     env: Mapping[str, str] | None = None,
     llm_env: Mapping[str, str] | None = None,
+    llm_only: bool = False,
 ) -> int:
     """Run the four phases, print the table and append it to RESULTS.md; 0 when the run completed.
 
     ``env`` adds settings to every phase and ``llm_env`` to phase 3 only (diagnosis runs: the
-    command recorded with the figures shows them).
+    command recorded with the figures shows them). ``llm_only`` runs phase 3 alone (the LLM
+    stub workloads, batching off and on).
     """
     from memory_core.settings import load_settings
 
@@ -1773,79 +2089,65 @@ def run_ingest_benchmark(
             )
         )
 
-        # 1. End to end, offline skills, first, on the clean stack.
-        report, _, _ = phase_end_to_end(
-            stack,
-            sampler,
-            generator,
-            label="1 e2e offline",
-            prefix="p1-agent",
-            agents=sizes.e2e_agents,
-            per_agent=sizes.e2e_per_agent,
-            timeout_s=sizes.e2e_timeout_s,
-            rate_target=TARGET_E2E_RATE,
-            p95_target=TARGET_E2E_P95_S,
-        )
-        _collect(report, rows, notes, targets)
+        if not llm_only:
+            # 1. End to end, offline skills, first, on the clean stack.
+            report, _, _ = phase_end_to_end(
+                stack,
+                sampler,
+                generator,
+                label="1 e2e offline",
+                prefix="p1-agent",
+                agents=sizes.e2e_agents,
+                per_agent=sizes.e2e_per_agent,
+                timeout_s=sizes.e2e_timeout_s,
+                rate_target=TARGET_E2E_RATE,
+                p95_target=TARGET_E2E_P95_S,
+            )
+            _collect(report, rows, notes, targets)
 
-        # 1b. The same pipeline fed a stream at the target rate: latency when it keeps up.
-        _collect(phase_paced(stack, sampler, generator, sizes, label="1b e2e offline, paced"), rows, notes, targets)
+            # 1b. The same pipeline fed a stream at the target rate: latency when it keeps up.
+            _collect(phase_paced(stack, sampler, generator, sizes, label="1b e2e offline, paced"), rows, notes, targets)
 
-        # 2. API acceptance, workers running.
-        _collect(phase_acceptance(stack, sampler, generator, sizes, label="2 API"), rows, notes, targets)
+            # 2. API acceptance, workers running.
+            _collect(phase_acceptance(stack, sampler, generator, sizes, label="2 API"), rows, notes, targets)
 
-        # 3. End to end against the LLM stub, fresh database, more ingest threads.
+        # 3. Against the LLM stub, batching off then on, each on a fresh database with more ingest
+        # threads: a burst of batches, paced single messages, and the LoCoMo import.
         from tests.support.openai_stub import OpenAIStub
 
         model = StubModel(generator)
         stub = OpenAIStub(latency_s=STUB_LATENCY_S, chat_handler=model, default_dimensions=384).start()
         llm_settings = {**LLM_SETTINGS, **dict(llm_env or {}), "ARANDU_LLM_BASE_URL": stub.base_url}
-        restart_s = stack.restart(database="arandu_llm", env=llm_settings, flush_broker=True)
-        idle_llm = sampler.settled(2.0)
-        rows.append(
-            Row(
-                "3 e2e LLM stub",
-                "restart on a fresh database / idle memory",
-                f"{secs(restart_s)} / {mib(idle_llm)}",
-            )
-        )
-        model.reset()
-        stub.reset()
-        report, _, _ = phase_end_to_end(
-            stack,
-            sampler,
-            generator,
-            label="3 e2e LLM stub",
-            prefix="p3-agent",
-            agents=sizes.llm_agents,
-            per_agent=sizes.llm_per_agent,
-            timeout_s=sizes.llm_timeout_s,
-            rate_target=TARGET_LLM_RATE,
-            p95_target=None,
-            stub=model,
+        report = phase_llm_batching(
+            stack, sampler, generator, sizes, stub_url=stub.base_url, model=model, llm_env=dict(llm_env or {})
         )
         report.notes.insert(
             0,
-            f"3 e2e LLM stub: OpenAI-compatible stub in the benchmark process answering every call after "
-            f"{STUB_LATENCY_S * 1000:.0f} ms; processes restarted on a fresh database with "
+            f"3 LLM stub: OpenAI-compatible stub in the benchmark process answering every call after "
+            f"{STUB_LATENCY_S * 1000:.0f} ms; processes restarted on a fresh database per mode with "
             + ", ".join(f"{name}={value}" for name, value in llm_settings.items() if name != "ARANDU_LLM_API_KEY")
-            + f"; batches in chains of up to {load_settings().chunk_size} events of one agent.",
+            + f", ARANDU_PIPELINE_LLM_BATCHING=false then true; batches and imports in chains of up to "
+            f"{load_settings().chunk_size} events of one agent; batches of up to "
+            f"{load_settings().pipeline_llm_batch_max_messages} messages of one agent and session "
+            f"(~{load_settings().pipeline_llm_batch_max_tokens:,} prompt tokens); paced single messages at "
+            f"{LLM_PACED_RATE:.0f} msg/s.",
         )
         _collect(report, rows, notes, targets)
 
-        # 4. Historical import of LoCoMo, offline settings, fresh database.
-        restart_s = stack.restart(
-            database="arandu_locomo",
-            env=dict(env or {}),
-            unset=[name for name in llm_settings if name not in (env or {})],
-            flush_broker=True,
-        )
-        # Only now: workers still retrying phase 3 must not see the endpoint vanish.
-        stub.stop()
-        stub = None
-        rows.append(Row("4 LoCoMo import", "restart offline on a fresh database", secs(restart_s)))
-        report, _ = phase_locomo(stack, sampler, sizes, label="4 LoCoMo import")
-        _collect(report, rows, notes, targets)
+        if not llm_only:
+            # 4. Historical import of LoCoMo, offline settings, fresh database.
+            restart_s = stack.restart(
+                database="arandu_locomo",
+                env=dict(env or {}),
+                unset=[name for name in [*llm_settings, "ARANDU_PIPELINE_LLM_BATCHING"] if name not in (env or {})],
+                flush_broker=True,
+            )
+            # Only now: workers still retrying phase 3 must not see the endpoint vanish.
+            stub.stop()
+            stub = None
+            rows.append(Row("4 LoCoMo import", "restart offline on a fresh database", secs(restart_s)))
+            report, _ = phase_locomo(stack, sampler, sizes, label="4 LoCoMo import")
+            _collect(report, rows, notes, targets)
 
         peak = sampler.peak()
         peak_ok = peak < PEAK_BUDGET_BYTES

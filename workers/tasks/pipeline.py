@@ -94,6 +94,12 @@ def pipeline_chain(app: Celery, event_ids: EventIds | Sequence[str], start: str 
 def enqueue_events(app: Celery, event_ids: Sequence[str], start: str = "extract") -> None:
     """Start the pipeline for ``event_ids``: directly for a few, through ``ingest.dispatch`` for many."""
     if len(event_ids) <= 8:
+        # A few events skip the dispatch hop, as one chunk when the chunk size allows: with an
+        # LLM, messages of one conversation in one chunk share extraction calls.
+        settings = getattr(app, "arandu_settings", None)
+        if settings is not None and 1 < len(event_ids) <= settings.chunk_size:
+            pipeline_chain(app, list(event_ids), start).apply_async()
+            return
         for event_id in event_ids:
             pipeline_chain(app, event_id, start).apply_async()
         return
@@ -211,6 +217,9 @@ def _run_chunk(task: Task, stage: str, ids: list[str]) -> str:
             return "failed"
         raise task.retry(countdown=max(waits), exc=error) from error
     counts: Counter[str] = Counter()
+    # Events failed by one shared call (a batched LLM call throttled) retry together, in one
+    # chain, so they share a call again; any other failure retries its event on its own.
+    together: dict[int, tuple[list[str], float]] = {}
     for run_id, outcome in outcomes.items():
         if not isinstance(outcome, Exception):
             counts[outcome] += 1
@@ -219,10 +228,16 @@ def _run_chunk(task: Task, stage: str, ids: list[str]) -> str:
         if countdown is None:
             counts["failed"] += 1
             continue
+        counts["retrying"] += 1
+        if isinstance(outcome, RetryableProviderError):
+            ids_so_far, longest = together.get(id(outcome), ([], 0.0))
+            together[id(outcome)] = ([*ids_so_far, str(run_id)], max(longest, countdown))
+            continue
         # The rest of the chunk goes on; this event's later stages in the chunk find it
         # behind and skip it, and its own chain resumes at the stage that failed.
         pipeline_chain(task.app, str(run_id), stage).apply_async(countdown=countdown)
-        counts["retrying"] += 1
+    for run_ids, countdown in together.values():
+        pipeline_chain(task.app, run_ids, stage).apply_async(countdown=countdown)
     return ", ".join(f"{name} {count}" for name, count in sorted(counts.items()))
 
 

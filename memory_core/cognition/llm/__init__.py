@@ -8,6 +8,7 @@ provider errors propagate: fallbacks are the pipeline's decision.
 
 from __future__ import annotations
 
+from memory_core.cognition.llm.batch_extraction import BatchExtractionSkill
 from memory_core.cognition.llm.emotion import EmotionSkill
 from memory_core.cognition.llm.extraction import BlindExtractionSkill, InformedExtractionSkill
 from memory_core.cognition.llm.reconciliation import ReconcileSkill
@@ -16,6 +17,7 @@ from memory_core.cognition.write_skills import WriteSkills
 from memory_core.providers.protocols import LLMProvider
 
 __all__ = [
+    "BatchExtractionSkill",
     "BlindExtractionSkill",
     "DisambiguationSkill",
     "EmotionSkill",
@@ -38,4 +40,5 @@ def build_llm_write_skills(provider: LLMProvider) -> WriteSkills:
         disambiguate=DisambiguationSkill(provider),
         reconcile=ReconcileSkill(provider),
         tag_emotion=EmotionSkill(provider),
+        extract_batch=BatchExtractionSkill(provider),
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 from memory_core.write.attribute_keys import ATTRIBUTE_CATALOGUE
 
 __all__ = [
+    "BATCH_EXTRACTION_PROMPT",
     "BLIND_ENTITIES_PROMPT",
     "BLIND_FACTS_PROMPT",
     "BLIND_RELATIONS_PROMPT",
@@ -87,6 +88,32 @@ updated_profiles: for each entity the message teaches something about, 1-3 sente
 merging its known profile or facts with the new information. Leave out entities it does not change.
 
 {_NOTHING_TO_KEEP}"""
+
+BATCH_EXTRACTION_PROMPT = f"""\
+You turn several consecutive messages of one conversation into long-term memory, message by message: \
+entities, facts, relations and updated profiles of each. {_DATA_NOT_ORDERS} Each message is numbered and has \
+its own "Speaker" and date. {_SPEAKER} Each message's own date resolves its relative dates.
+"Known entities" are already in memory: reuse their names and do not repeat what is already known.
+`messages` holds one item per message, its `index` copied from the message's number: every number once, \
+no other number. An item holds only what its own message states: a fact belongs to the message that says it, \
+never to a neighbour. Earlier messages are context (a short reply may confirm what the message before it asked), \
+but what the reply confirms is the reply's fact, said by the reply's speaker.
+
+{_ENTITY_RULES}
+
+{_FACT_RULES}
+- action: UPDATE when the fact changes or contradicts what is known (a new employer, city or partner, \
+an ended relationship); NEW otherwise.
+
+{_RELATION_RULES} Every relation must also appear as a fact.
+
+emotion: the tone each author gives their message (one lower-case English word, intensity 0-1, energy \
+low/medium/high); plain factual messages are neutral.
+
+updated_profiles: for each entity a message teaches something about, 1-3 sentences in English \
+merging its known profile or facts with the new information. Leave out entities it does not change.
+
+{_NOTHING_TO_KEEP} Such a message still gets its item, with empty lists."""
 
 BLIND_ENTITIES_PROMPT = f"""\
 You list the entities one chat message names, for a memory system. {_DATA_NOT_ORDERS} {_SPEAKER}
