@@ -111,10 +111,16 @@ class AnthropicChatProvider:
         text = "".join(block.text for block in reply.content if block.type == "text")
         if wants_json:
             text = strip_code_fences(text)
-        # Prompt-cache reads and writes are input tokens too; older SDKs lack the fields.
-        cached = sum(
-            getattr(reply.usage, field, None) or 0
-            for field in ("cache_creation_input_tokens", "cache_read_input_tokens")
+        # Prompt-cache reads and writes are input tokens too (Anthropic counts them apart from
+        # input_tokens); only the reads were served from the cache. Older SDKs lack the fields.
+        cache_written = getattr(reply.usage, "cache_creation_input_tokens", None) or 0
+        cache_read = getattr(reply.usage, "cache_read_input_tokens", None) or 0
+        model = str(reply.model or self.model)
+        usage = TokenUsage(
+            input_tokens=reply.usage.input_tokens + cache_written + cache_read,
+            output_tokens=reply.usage.output_tokens,
+            cached_input_tokens=cache_read,
+            calls=1,
+            model=model,
         )
-        usage = TokenUsage(input_tokens=reply.usage.input_tokens + cached, output_tokens=reply.usage.output_tokens)
-        return LLMResult(text=text, usage=usage, model=str(reply.model or self.model))
+        return LLMResult(text=text, usage=usage, model=model)

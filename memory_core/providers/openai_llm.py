@@ -97,15 +97,17 @@ class OpenAIChatProvider:
             raise translate_openai_error(error) from error
         if not completion.choices:
             raise ProviderResponseError(f"openai returned no choices for model {self.model}", provider="openai")
-        usage = TokenUsage()
+        model = completion.model or self.model
+        usage = TokenUsage(calls=1, model=model)
         if completion.usage is not None:
+            details = completion.usage.prompt_tokens_details
             usage = TokenUsage(
                 input_tokens=completion.usage.prompt_tokens or 0,
                 output_tokens=completion.usage.completion_tokens or 0,
                 total_tokens=completion.usage.total_tokens or 0,
+                # Part of prompt_tokens, reported by OpenAI (and some compatible servers) on a prefix-cache hit.
+                cached_input_tokens=(details.cached_tokens or 0) if details is not None else 0,
+                calls=1,
+                model=model,
             )
-        return LLMResult(
-            text=completion.choices[0].message.content or "",
-            usage=usage,
-            model=completion.model or self.model,
-        )
+        return LLMResult(text=completion.choices[0].message.content or "", usage=usage, model=model)

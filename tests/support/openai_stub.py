@@ -84,7 +84,7 @@ class StubReply:
     body: Any = None
     delay_s: float = 0.0
     dimensions: int | None = None
-    usage: Mapping[str, int] | None = None
+    usage: Mapping[str, Any] | None = None
 
     @classmethod
     def text(cls, content: str, **options: Any) -> StubReply:

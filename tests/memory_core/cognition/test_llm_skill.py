@@ -14,7 +14,7 @@ from memory_core.providers import OpenAIChatProvider, RetryableProviderError, To
 from tests.support.openai_stub import OpenAIStub, StubReply
 
 USAGE = {"prompt_tokens": 210, "completion_tokens": 18, "total_tokens": 228}
-SPENT = TokenUsage(input_tokens=210, output_tokens=18, total_tokens=228)
+SPENT = TokenUsage(input_tokens=210, output_tokens=18, total_tokens=228, calls=1, model="gpt-stub")
 
 
 class Residence(BaseModel):
