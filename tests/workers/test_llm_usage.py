@@ -24,7 +24,12 @@ from typer.testing import CliRunner
 
 from arandu_cli.main import app as cli_app
 from memory_core.cognition.llm import build_llm_write_skills
+from memory_core.cognition.maintenance_models import FactLine, SummaryInput
+from memory_core.cognition.maintenance_skills import build_llm_maintenance_skills
+from memory_core.config import MemoryConfig
 from memory_core.db.migrate import upgrade
+from memory_core.maintenance.context import MaintenanceContext, build_maintenance_context
+from memory_core.providers.hashing_embedder import HashingEmbedder
 from memory_core.providers.openai_llm import OpenAIChatProvider
 from memory_core.settings import Settings, load_settings
 from memory_core.write.context import WriteContext, build_write_context
@@ -34,7 +39,9 @@ from tests.support.llm_script import LLMBehaviour
 from tests.support.openai_stub import OpenAIStub, StubReply
 from tests.support.services import TestServices
 from tests.support.workers import running_worker, wait_for_runs
+from tests.workers.maintenance_support import JobRuns, fan_out, jobs_settings, new_agent, remember
 from workers.celery_app import create_celery_app
+from workers.tasks.maintenance import job_overrides
 
 COUNTERS = ("calls", "input_tokens", "output_tokens", "cached_input_tokens")
 
@@ -283,3 +290,48 @@ def test_usage_validates_its_days_and_covers_a_chosen_range(usage_stack: UsageSt
         ("2024-03-01", 2, 50, 5)
     ]
     assert httpx.get(f"{client.base_url}/v1/agents/{agent}/usage").status_code == 401
+
+
+def test_a_maintenance_jobs_llm_calls_are_counted_with_its_run(services: TestServices, tmp_path: Path) -> None:
+    settings = jobs_settings(services, tmp_path)
+    agent = new_agent("summarised")
+    remember(settings, agent, ["I live in Lisbon."])
+    runs = JobRuns(settings.database_url)
+    answers = [
+        StubReply.text(
+            json.dumps({"summary": "Marina lives in Lisbon.", "label": "Marina"}),
+            usage={"prompt_tokens": 210, "completion_tokens": 12, "total_tokens": 222},
+        ),
+        StubReply.text("no JSON here", usage={"prompt_tokens": 190, "completion_tokens": 4, "total_tokens": 194}),
+    ]
+    with OpenAIStub() as stub:
+        stub.enqueue_chat(*answers)
+
+        def llm_maintenance(own: Settings) -> MaintenanceContext:
+            provider = OpenAIChatProvider(api_key="sk-test", model="stub-model", base_url=stub.base_url, timeout_s=5)
+            return build_maintenance_context(
+                own, skills=build_llm_maintenance_skills(provider), embedder=HashingEmbedder(384), pool_size=2
+            )
+
+        def two_summaries(context: MaintenanceContext, agent_id: str, config: MemoryConfig) -> dict[str, Any]:
+            facts = [FactLine(fact_id=str(uuid.uuid4()), text="Marina lives in Lisbon.")]
+            good = context.skills.summarize_entity.run(SummaryInput(subject="Marina", facts=facts))
+            rescued = context.skills.summarize_entity.run(SummaryInput(subject="Marina", facts=facts))
+            return {"summaries": 2, "fallbacks": int(good.used_fallback) + int(rescued.used_fallback)}
+
+        app = create_celery_app(
+            settings.model_copy(update={"broker_key_prefix": f"t{uuid.uuid4().hex[:10]}:"}),
+            maintenance_context_factory=llm_maintenance,
+        )
+        try:
+            with running_worker(app, concurrency=1, queues=("maintenance",)):
+                job_overrides(app)["summaries"] = two_summaries
+                fan_out(app, "summaries")
+                [run] = runs.wait_finished(agent, "summaries")
+        finally:
+            app.close()
+            runs.close()
+    assert run["status"] == "done", run
+    assert run["result"] == {"summaries": 2, "fallbacks": 1}
+    # Two answers received, one unusable (the offline summary stood in): both cost tokens.
+    assert _usage_rows(settings, agent) == [("summarize_entity", "stub-model", 2, 1, 400, 16, 0)]
