@@ -40,6 +40,8 @@ logger = logging.getLogger("arandu.api")
 #: Statuses after which a run no longer moves.
 FINISHED_STATUSES = ("done", "failed")
 JOB_OUTCOMES = ("done", "failed", "skipped")
+#: Skill-call outcomes (workers.metrics_ledger) that mean the LLM's answer was unusable.
+INVALID_OUTPUT_OUTCOMES = ("fallback", "invalid_output")
 
 
 @dataclass
@@ -253,6 +255,20 @@ def _ledger_families(reading: ServiceReading) -> Iterator[Metric]:
     for (skill, implementation, direction), count in sorted(ledger.skill_tokens.items()):
         tokens.add_metric([skill, implementation, direction], float(count))
     yield tokens
+    # An answer that did not parse or did not fit the schema, whatever the skill then did (its
+    # offline twin stood in: "fallback"; the pipeline's fallback: "invalid_output").
+    invalid = CounterMetricFamily(
+        "arandu_llm_invalid_outputs",
+        "LLM answers that were not valid JSON or did not match the skill's schema, by skill.",
+        labels=["skill"],
+    )
+    by_skill: dict[str, int] = {}
+    for (skill, implementation, outcome), count in ledger.skill_calls.items():
+        if implementation == "llm" and outcome in INVALID_OUTPUT_OUTCOMES:
+            by_skill[skill] = by_skill.get(skill, 0) + count
+    for skill, count in sorted(by_skill.items()):
+        invalid.add_metric([skill], float(count))
+    yield invalid
 
 
 _LLM_USAGE_FAMILIES: tuple[tuple[str, str, str], ...] = (

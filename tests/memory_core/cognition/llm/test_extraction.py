@@ -289,7 +289,7 @@ def test_blind_extraction_makes_three_calls_with_facts_and_relations_concurrent(
     assert "June 15, 2025" in user_of(scan)
     for request in (facts, relations):
         assert "- Clara Rezende (person; also called Clara)" in user_of(request)
-        assert request.body["response_format"] == {"type": "json_object"}
+        assert request.body["response_format"]["type"] == "json_schema"
     # Both answers take 0.5 s: the second request arrived while the first was still waiting.
     assert abs(facts.received_at - relations.received_at) < 0.4
 
