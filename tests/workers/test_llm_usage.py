@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -116,20 +117,25 @@ class UsageStack:
 
 @pytest.fixture
 def usage_stack(services: TestServices, tmp_path: Path) -> Iterator[UsageStack]:
-    settings = load_settings(
-        database_url=services.new_database("arandu_usage"),
-        broker_url=services.broker_url,
-        broker_key_prefix=f"u{uuid.uuid4().hex[:10]}:",
-        home=tmp_path / "home",
-        embedding_dimensions=384,
-        api_keys="test-key",
-        metrics_cache_s=0,
-        pipeline_retry_base_s=0.2,
-        pipeline_retry_max_s=1.0,
-    )
-    upgrade(settings)
     served = ServedUsage()
     with OpenAIStub(chat_handler=served) as stub:
+        # The API's own calls (the reranker, dry runs) go to the stub too.
+        settings = load_settings(
+            database_url=services.new_database("arandu_usage"),
+            broker_url=services.broker_url,
+            broker_key_prefix=f"u{uuid.uuid4().hex[:10]}:",
+            home=tmp_path / "home",
+            embedding_dimensions=384,
+            api_keys="test-key",
+            metrics_cache_s=0,
+            pipeline_retry_base_s=0.2,
+            pipeline_retry_max_s=1.0,
+            llm_provider="openai",
+            llm_base_url=stub.base_url,
+            llm_model="stub-model",
+            retrieval_bookkeeping_flush_s=0.2,
+        )
+        upgrade(settings)
 
         def llm_context(own: Settings) -> WriteContext:
             provider = OpenAIChatProvider(api_key="sk-test", model="stub-model", base_url=stub.base_url, timeout_s=5)
@@ -209,6 +215,27 @@ def test_usage_counts_what_the_model_served_once_per_agent_and_skill(usage_stack
     finally:
         ctx.close()
 
+    # The API's calls: a dry run (counted though nothing is kept) and a retrieval's reranker
+    # (counted by a background flush).
+    served_before = stack.served.totals()
+    dry = stack.client.post(
+        f"/v1/agents/{ana}/messages", json={"message": "Eu moro no Porto.", "speaker_name": "Rafael", "dry_run": True}
+    )
+    assert dry.status_code == 200, dry.text
+    assert "by_skill" not in dry.json()["result"]["tokens_used"]
+    retrieved = stack.client.post(f"/v1/agents/{ana}/retrieve", json={"query": "Onde o Rafael mora?"})
+    assert retrieved.status_code == 200, retrieved.text
+    assert stack.served.totals("other")["calls"] >= 1  # the reranker asked
+    api_calls = {name: stack.served.totals()[name] - served_before[name] for name in COUNTERS}
+    assert api_calls["calls"] >= 2
+    served_to_ana = {name: served_to_ana[name] + api_calls[name] for name in COUNTERS}
+    served_to_all = stack.served.totals()
+    deadline = time.monotonic() + 10
+    while _counts(stack.usage(ana)["totals"]) != served_to_ana and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _counts(stack.usage(ana)["totals"]) == served_to_ana
+    assert "rerank" in {item["skill"] for item in stack.usage(ana)["by_skill"]}
+
     # /metrics: the operator's totals by skill, every agent's (this test owns the database).
     samples = stack.scrape()
     metric_totals = {
@@ -220,7 +247,7 @@ def test_usage_counts_what_the_model_served_once_per_agent_and_skill(usage_stack
     for counter, metric in metric_totals.items():
         total = sum(count for (name, _), count in samples.items() if name == metric)
         assert total == served_to_all[counter], metric
-    assert samples[("arandu_llm_calls_total", frozenset({("skill", "extract_informed")}))] == 3
+    assert samples[("arandu_llm_calls_total", frozenset({("skill", "extract_informed")}))] == 4  # 3 + the dry run
     # The ledger's skill counters keep their names next to these.
     assert any(name == "arandu_skill_calls_total" for name, _ in samples)
 
