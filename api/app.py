@@ -19,7 +19,7 @@ from api.docs_assets import install_docs
 from api.errors import install_error_handlers
 from api.mcp_endpoint import MCP_PATH, McpEndpoint
 from api.metrics import build_metrics_registry
-from api.routes import agents, event_lookup, events, imports, jobs, keys, memory, messages, retrieve
+from api.routes import agents, event_lookup, events, imports, jobs, keys, memory, messages, retrieve, usage
 from api.schemas import BatchIn, ImportIn, MessageIn, RetrieveIn, RetryIn
 from api.ui import close_ui, install_ui
 from memory_core.db.migrate import check_schema
@@ -71,6 +71,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(memory.router)
     app.include_router(jobs.router)
     app.include_router(agents.router)
+    app.include_router(usage.router)
     app.include_router(keys.router)
     install_ui(app, settings)
     mcp_endpoint = McpEndpoint(app)

@@ -7,7 +7,10 @@ several machines, and workers elsewhere. Each scrape reads (at most every few se
   ``pipeline_runs``; maintenance job runs by job and outcome from ``maintenance_job_runs``;
 * the broker: messages waiting in each queue;
 * the metrics ledger in Redis (:mod:`workers.metrics_ledger`): task durations (the write
-  pipeline's stage latencies, maintenance jobs) and outcomes, skill calls and tokens by skill.
+  pipeline's stage latencies, maintenance jobs) and outcomes, skill calls and tokens by skill;
+* PostgreSQL's ``llm_usage`` (:mod:`memory_core.usage`): every agent's LLM calls and tokens
+  summed by skill (``arandu_llm_calls_total``...). Days before yesterday no longer change, so
+  their sums are read once a day; each reading sums only yesterday's and today's rows.
 
 A source that does not answer is reported through ``arandu_metrics_source_up`` instead of
 failing the scrape. No label carries an agent id.
@@ -20,6 +23,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import date, timedelta
 
 from celery import Celery
 from prometheus_client import CollectorRegistry
@@ -27,6 +31,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 from sqlalchemy import Engine, text
 
+from memory_core.usage import UsageCounts, add_totals, usage_totals_by_skill
 from workers.celery_app import QUEUES
 from workers.metrics_ledger import LedgerSnapshot, MetricsLedger
 
@@ -35,6 +40,8 @@ logger = logging.getLogger("arandu.api")
 #: Statuses after which a run no longer moves.
 FINISHED_STATUSES = ("done", "failed")
 JOB_OUTCOMES = ("done", "failed", "skipped")
+#: Skill-call outcomes (workers.metrics_ledger) that mean the LLM's answer was unusable.
+INVALID_OUTPUT_OUTCOMES = ("fallback", "invalid_output")
 
 
 @dataclass
@@ -45,6 +52,7 @@ class ServiceReading:
     job_runs: dict[tuple[str, str], int] | None = None
     queue_depths: dict[str, int] | None = None
     ledger: LedgerSnapshot | None = None
+    llm_usage: dict[str, UsageCounts] | None = None
     source_up: dict[str, bool] = field(default_factory=dict)
     duration_s: float = 0.0
 
@@ -60,6 +68,9 @@ class ServiceCollector(Collector):
         self.ledger = ledger
         self._lock = threading.Lock()
         self._cached: tuple[float, ServiceReading] | None = None
+        # Usage of the days before ``_settled_before`` (a UTC day), summed once: those rows no longer change.
+        self._settled_usage: dict[str, UsageCounts] = {}
+        self._settled_before: date | None = None
 
     def reading(self) -> ServiceReading:
         """The latest reading, refreshed when older than ``cache_s``."""
@@ -75,6 +86,7 @@ class ServiceCollector(Collector):
         reading = ServiceReading()
         try:
             reading.runs_by_status, reading.job_runs = self._read_database()
+            reading.llm_usage = self._read_llm_usage()
             reading.source_up["database"] = True
         except Exception:
             logger.warning("metrics: the database did not answer", exc_info=True)
@@ -110,6 +122,20 @@ class ServiceCollector(Collector):
             }
         return runs, jobs
 
+    def _read_llm_usage(self) -> dict[str, UsageCounts]:
+        """Every agent's usage by skill: the settled days' sums (read once a day) plus the last two days."""
+        with self.engine.begin() as conn:
+            conn.execute(text("SET LOCAL statement_timeout = '5s'"))
+            today = conn.execute(text("SELECT CAST(timezone('UTC', now()) AS date)")).scalar_one()
+            # A stage that started before midnight commits its usage on the day it started: yesterday
+            # may still move for a moment, the days before it no longer do.
+            recent_from = today - timedelta(days=1)
+            if self._settled_before != recent_from:
+                self._settled_usage = usage_totals_by_skill(conn, until=recent_from)
+                self._settled_before = recent_from
+            recent = usage_totals_by_skill(conn, since=recent_from)
+        return add_totals(self._settled_usage, recent.items())
+
     def _read_queues(self) -> dict[str, int]:
         if self.ledger is not None:
             depths = {queue: self.ledger.queue_depth(queue) for queue in QUEUES}
@@ -133,6 +159,7 @@ class ServiceCollector(Collector):
         yield from _job_families(reading)
         yield from _queue_families(reading)
         yield from _ledger_families(reading)
+        yield from _llm_usage_families(reading)
         up = GaugeMetricFamily(
             "arandu_metrics_source_up", "1 when the source answered the last reading.", labels=["source"]
         )
@@ -228,6 +255,48 @@ def _ledger_families(reading: ServiceReading) -> Iterator[Metric]:
     for (skill, implementation, direction), count in sorted(ledger.skill_tokens.items()):
         tokens.add_metric([skill, implementation, direction], float(count))
     yield tokens
+    # An answer that did not parse or did not fit the schema, whatever the skill then did (its
+    # offline twin stood in: "fallback"; the pipeline's fallback: "invalid_output").
+    invalid = CounterMetricFamily(
+        "arandu_llm_invalid_outputs",
+        "LLM answers that were not valid JSON or did not match the skill's schema, by skill.",
+        labels=["skill"],
+    )
+    by_skill: dict[str, int] = {}
+    for (skill, implementation, outcome), count in ledger.skill_calls.items():
+        if implementation == "llm" and outcome in INVALID_OUTPUT_OUTCOMES:
+            by_skill[skill] = by_skill.get(skill, 0) + count
+    for skill, count in sorted(by_skill.items()):
+        invalid.add_metric([skill], float(count))
+    yield invalid
+
+
+_LLM_USAGE_FAMILIES: tuple[tuple[str, str, str], ...] = (
+    ("arandu_llm_calls", "calls", "LLM answers received on behalf of agents, by skill (from llm_usage)."),
+    (
+        "arandu_llm_failures",
+        "failures",
+        "Skill runs whose LLM answer was unusable or never came, by skill (from llm_usage).",
+    ),
+    ("arandu_llm_input_tokens", "input_tokens", "LLM input tokens spent on behalf of agents, by skill."),
+    ("arandu_llm_output_tokens", "output_tokens", "LLM output tokens spent on behalf of agents, by skill."),
+    (
+        "arandu_llm_cached_input_tokens",
+        "cached_input_tokens",
+        "Input tokens the provider served from its prompt cache (part of the input tokens), by skill.",
+    ),
+)
+
+
+def _llm_usage_families(reading: ServiceReading) -> Iterator[Metric]:
+    usage = reading.llm_usage
+    if usage is None:
+        return
+    for name, counter, description in _LLM_USAGE_FAMILIES:
+        family = CounterMetricFamily(name, description, labels=["skill"])
+        for skill, counts in sorted(usage.items()):
+            family.add_metric([skill], float(getattr(counts, counter)))
+        yield family
 
 
 def build_metrics_registry(

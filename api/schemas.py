@@ -570,3 +570,40 @@ def prepare_messages(
     if oversized:
         raise InvalidRequestError(413, oversized)
     return messages, warnings
+
+
+# ---- LLM usage -------------------------------------------------------------------------------
+
+
+class UsageCountsBody(BaseModel):
+    """LLM calls and tokens; ``cached_input_tokens`` is the part of ``input_tokens`` served from a prompt cache."""
+
+    calls: int
+    failures: int
+    input_tokens: int
+    output_tokens: int
+    cached_input_tokens: int
+
+
+class UsageDay(UsageCountsBody):
+    """One UTC day's usage."""
+
+    day: str
+
+
+class UsageSkill(UsageCountsBody):
+    """One skill's usage with one model."""
+
+    skill: str
+    model: str
+
+
+class AgentUsageBody(BaseModel):
+    """An agent's LLM usage over ``since``..``until`` (UTC days, both included)."""
+
+    agent_id: str
+    since: str
+    until: str
+    totals: UsageCountsBody
+    by_day: list[UsageDay]
+    by_skill: list[UsageSkill]

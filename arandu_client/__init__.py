@@ -34,6 +34,7 @@ from arandu_client.errors import (
 )
 from arandu_client.models import (
     AgentErased,
+    AgentUsage,
     ApiKeyInfo,
     BatchAccepted,
     CreatedApiKey,
@@ -68,6 +69,7 @@ __version__ = VERSION
 
 __all__ = [
     "AgentErased",
+    "AgentUsage",
     "ApiError",
     "ApiKeyInfo",
     "AranduClient",

@@ -12,7 +12,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
@@ -23,6 +23,7 @@ from pydantic import BaseModel
 from arandu_client.errors import WaitTimeoutError, api_error
 from arandu_client.models import (
     AgentErased,
+    AgentUsage,
     ApiKeyInfo,
     ApiKeyList,
     BatchAccepted,
@@ -322,6 +323,19 @@ def list_jobs(agent_id: str, *, limit: int, job: str | None) -> Call[JobRunPage]
     if job is not None:
         params["job"] = job
     return Call("GET", f"{_agent(agent_id)}/jobs", _model(JobRunPage), params=params)
+
+
+# ---- LLM usage -----------------------------------------------------------------------------
+
+
+def usage(agent_id: str, *, since: date | str | None, until: date | str | None) -> Call[AgentUsage]:
+    """``GET /v1/agents/{agent_id}/usage``: LLM calls and tokens by day and by skill (UTC days, both included)."""
+    params: dict[str, str | int] = {}
+    if since is not None:
+        params["since"] = since if isinstance(since, str) else since.isoformat()
+    if until is not None:
+        params["until"] = until if isinstance(until, str) else until.isoformat()
+    return Call("GET", f"{_agent(agent_id)}/usage", _model(AgentUsage), params=params)
 
 
 # ---- API keys (operator keys only) -------------------------------------------------------

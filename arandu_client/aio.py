@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import date, datetime
 from types import TracebackType
 from typing import Any, Self, TypeVar, Unpack
 
@@ -16,6 +16,7 @@ from arandu_client._core import AsOf, Call, NdjsonSource
 from arandu_client.errors import TransportError
 from arandu_client.models import (
     AgentErased,
+    AgentUsage,
     ApiKeyInfo,
     BatchAccepted,
     CreatedApiKey,
@@ -225,6 +226,18 @@ class AsyncAranduClient:
     async def get_entity(self, agent_id: str, key: str) -> EntityProfile:
         """One entity by canonical key or alias, with aliases and relationships; NotFoundError when unknown."""
         return await self._call(_core.get_entity(agent_id, key))
+
+    # ---- LLM usage -------------------------------------------------------------------------
+
+    async def usage(
+        self, agent_id: str, since: date | str | None = None, until: date | str | None = None
+    ) -> AgentUsage:
+        """LLM calls and tokens spent on the agent, totals, per UTC day and per skill (last 30 days by default).
+
+        ``since`` and ``until`` are days (``date`` or ``YYYY-MM-DD``), both included; a range over
+        366 days, or ``since`` after ``until``, raises :class:`~arandu_client.errors.InvalidRequestError`.
+        """
+        return await self._call(_core.usage(agent_id, since=since, until=until))
 
     # ---- Maintenance jobs ------------------------------------------------------------------
 

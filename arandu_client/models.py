@@ -6,7 +6,7 @@ does not break an older client. Timestamps are aware ``datetime`` values in UTC.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -336,6 +336,43 @@ class JobRunPage(_Model):
     """An agent's most recent maintenance runs, newest first."""
 
     runs: list[JobRun]
+
+
+# ---- LLM usage -----------------------------------------------------------------------------
+
+
+class UsageCounts(_Model):
+    """LLM calls and tokens; ``cached_input_tokens`` is the part of ``input_tokens`` served from a prompt cache."""
+
+    calls: int = 0
+    failures: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+
+
+class UsageDay(UsageCounts):
+    """One UTC day's usage."""
+
+    day: date
+
+
+class UsageSkill(UsageCounts):
+    """One skill's usage with one model."""
+
+    skill: str
+    model: str = ""
+
+
+class AgentUsage(_Model):
+    """An agent's LLM usage from ``since`` to ``until`` (UTC days, both included)."""
+
+    agent_id: str
+    since: date
+    until: date
+    totals: UsageCounts
+    by_day: list[UsageDay] = Field(default_factory=list)
+    by_skill: list[UsageSkill] = Field(default_factory=list)
 
 
 # ---- Operations ----------------------------------------------------------------------------

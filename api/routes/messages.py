@@ -12,6 +12,7 @@ loop, parses once and builds nothing it could reuse.
 
 from __future__ import annotations
 
+import logging
 from contextlib import AbstractContextManager, nullcontext
 from typing import Annotated, Any
 
@@ -34,8 +35,10 @@ from api.schemas import (
     prepare_messages,
 )
 from memory_core.providers.errors import ProviderError, RetryableProviderError
+from memory_core.usage import UsageCounts, record_usage
 from memory_core.write.intake import IncomingMessage, accept_messages
 from memory_core.write.pipeline import dry_run
+from memory_core.write.schemas import TokenCount, WriteResult
 
 AgentId = Annotated[
     str, Path(pattern=AGENT_ID_PATTERN, description="1 to 128 characters: letters, digits and . _ : - @")
@@ -47,6 +50,8 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     415: {"model": ErrorBody, "description": "the body is not JSON"},
     422: {"model": ErrorBody, "description": "invalid request; `detail` names every bad field"},
 }
+
+logger = logging.getLogger("arandu.api")
 
 router = APIRouter(tags=["messages"], dependencies=[Depends(require_api_key)])
 
@@ -134,10 +139,32 @@ def _dry_run(state: ApiState, agent_id: str, incoming: IncomingMessage, warnings
         ) from None
     except ProviderError as error:
         raise ApiError(502, f"the model provider refused the request: {error.message}") from None
+    _record_dry_run_usage(state, agent_id, result.tokens_used)
     return answer(200, {"dry_run": True, "result": result.model_dump(mode="json"), "warnings": warnings})
 
 
-def _dry_run_result(state: ApiState, agent_id: str, incoming: IncomingMessage) -> Any:
+def _record_dry_run_usage(state: ApiState, agent_id: str, tokens: TokenCount) -> None:
+    """Count a dry run's LLM calls for the agent: they were made (and paid for) even if nothing is kept."""
+    counts = {
+        (agent_id, item.skill, item.model): UsageCounts(
+            calls=item.calls,
+            failures=item.failures,
+            input_tokens=item.input_tokens,
+            output_tokens=item.output_tokens,
+            cached_input_tokens=item.cached_input_tokens,
+        )
+        for item in tokens.by_skill
+    }
+    if not counts:
+        return
+    try:
+        with state.sessions.begin() as session:
+            record_usage(session, counts)
+    except Exception:  # accounting must not cost the caller the answer it waited for
+        logger.warning("could not record the LLM usage of a dry run for agent %s", agent_id, exc_info=True)
+
+
+def _dry_run_result(state: ApiState, agent_id: str, incoming: IncomingMessage) -> WriteResult:
     return dry_run(
         state.write_context(),
         agent_id=agent_id,

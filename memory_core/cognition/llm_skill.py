@@ -10,22 +10,26 @@ from typing import Generic
 from pydantic import ValidationError
 
 from memory_core.cognition.skill import InputT, OutputT, SkillOutcome, SkillOutputError
+from memory_core.cognition.structured import JSON_MODE, response_format_for
 from memory_core.providers.protocols import LLMProvider, LLMResult, strip_code_fences
 
 __all__ = ["JSON_MODE", "LLMSkill"]
-
-JSON_MODE: dict[str, str] = {"type": "json_object"}
 
 _SHOWN_ANSWER_CHARS = 200
 _SHOWN_SCHEMA_ERRORS = 3
 
 
 class LLMSkill(Generic[InputT, OutputT]):
-    """A :class:`~memory_core.cognition.skill.Skill` answered by an LLM in JSON mode.
+    """A :class:`~memory_core.cognition.skill.Skill` answered by an LLM as JSON, with structured outputs.
 
     The system message is ``system_prompt`` followed by the output model's JSON
-    schema; the user message is ``render_user(skill_input)``. The answer is unwrapped
-    from any code fence and validated with ``output_model.model_validate_json``.
+    schema, the same bytes for every call (what providers' prefix caches key on); the
+    user message, ``render_user(skill_input)``, comes last and alone varies. The request
+    asks for a strict JSON schema generated from ``output_model`` where the model can be
+    strict, else JSON mode (:func:`~memory_core.cognition.structured.response_format_for`);
+    the provider falls back when the endpoint refuses it. Whatever came back is unwrapped
+    from any code fence (or the prose around an object) and validated with
+    ``output_model.model_validate_json``.
 
     An answer that is not JSON or does not match the schema raises
     :class:`~memory_core.cognition.skill.SkillOutputError` carrying the tokens it
@@ -53,6 +57,7 @@ class LLMSkill(Generic[InputT, OutputT]):
         self.temperature = temperature
         self.max_tokens = max_tokens
         schema = json.dumps(output_model.model_json_schema(), ensure_ascii=False, separators=(",", ":"))
+        self.response_format = response_format_for(name, output_model)
         self._system_message = (
             f"{system_prompt.rstrip()}\n\n"
             "Reply with one JSON object, and nothing else, that validates against this JSON Schema:\n"
@@ -82,7 +87,7 @@ class LLMSkill(Generic[InputT, OutputT]):
         result = self.provider.complete(
             self.build_messages(skill_input),
             temperature=self.temperature,
-            response_format=JSON_MODE,
+            response_format=self.response_format,
             max_tokens=self.max_tokens,
         )
         output = self._parse(result)

@@ -16,7 +16,7 @@ and records N in ``schema_info``.
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 from pgvector.sqlalchemy import Vector
@@ -25,6 +25,7 @@ from sqlalchemy import (
     Boolean,
     CheckConstraint,
     Computed,
+    Date,
     DateTime,
     Float,
     ForeignKey,
@@ -104,6 +105,28 @@ class ApiKey(Base):
     expires_at: Mapped[datetime | None] = mapped_column()
     created_at: Mapped[datetime] = _created_at()
     revoked_at: Mapped[datetime | None] = mapped_column()
+
+
+class LlmUsage(Base):
+    """LLM calls and tokens per agent, UTC day, skill and model (migration 0017; :mod:`memory_core.usage`).
+
+    Counters only grow, by ``INSERT ... ON CONFLICT DO UPDATE``; ``cached_input_tokens`` is part
+    of ``input_tokens`` and ``failures`` counts skill runs whose answer was unusable or never came.
+    """
+
+    __tablename__ = "llm_usage"
+    __table_args__ = (Index("ix_llm_usage_day", "day"), {"postgresql_with": {"fillfactor": 70}})
+
+    agent_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    day: Mapped[date] = mapped_column(Date, primary_key=True)
+    skill: Mapped[str] = mapped_column(Text, primary_key=True)
+    model: Mapped[str] = mapped_column(Text, primary_key=True, server_default=sql_text("''"))
+    calls: Mapped[int] = mapped_column(BigInteger, server_default=sql_text("0"))
+    failures: Mapped[int] = mapped_column(BigInteger, server_default=sql_text("0"))
+    input_tokens: Mapped[int] = mapped_column(BigInteger, server_default=sql_text("0"))
+    output_tokens: Mapped[int] = mapped_column(BigInteger, server_default=sql_text("0"))
+    cached_input_tokens: Mapped[int] = mapped_column(BigInteger, server_default=sql_text("0"))
+    updated_at: Mapped[datetime] = _created_at()
 
 
 class Import(Base):

@@ -1,11 +1,14 @@
 """Claude through the ``anthropic`` SDK (the optional ``anthropic`` extra).
 
 The Messages API has no JSON mode, so ``response_format={"type": "json_object"}``
-becomes an instruction in the system prompt, and a fenced answer is unwrapped.
+becomes an instruction in the system prompt, and a fenced answer is unwrapped. A strict
+schema (``{"type": "json_schema", ...}``) becomes tool use: one tool whose ``input_schema``
+is the schema, and ``tool_choice`` forcing it, so the answer is the tool call's input.
 """
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any, cast
 
 from memory_core.providers.errors import ProviderError, ProviderRequestError, translate_sdk_error
@@ -47,6 +50,21 @@ def _split_messages(messages: list[dict[str, str]]) -> tuple[list[str], list[dic
         else:
             turns.append({"role": "assistant" if role == "assistant" else "user", "content": content})
     return system, turns
+
+
+def _answer_tool(response_format: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The tool whose input is the answer, for a ``json_schema`` response format (else ``None``)."""
+    if response_format is None or response_format.get("type") != "json_schema":
+        return None
+    spec = response_format.get("json_schema") or {}
+    schema = spec.get("schema")
+    if not isinstance(schema, dict):
+        return None
+    return {
+        "name": str(spec.get("name") or "answer"),
+        "description": "Give your answer as this tool's input.",
+        "input_schema": schema,
+    }
 
 
 class AnthropicChatProvider:
@@ -91,7 +109,8 @@ class AnthropicChatProvider:
     ) -> LLMResult:
         """Send ``messages`` (system ones go to the ``system`` parameter) and return the text and usage."""
         system, turns = _split_messages(messages)
-        wants_json = response_format is not None and response_format.get("type") in ("json_object", "json_schema")
+        tool = _answer_tool(response_format)
+        wants_json = tool is None and response_format is not None and response_format.get("type") == "json_object"
         if wants_json:
             system.append(JSON_ONLY_INSTRUCTION)
         if not turns:
@@ -99,6 +118,9 @@ class AnthropicChatProvider:
         options: dict[str, Any] = {}
         if system:
             options["system"] = "\n\n".join(system)
+        if tool is not None:
+            options["tools"] = [tool]
+            options["tool_choice"] = {"type": "tool", "name": tool["name"]}
         try:
             reply = self._client.messages.create(
                 model=self.model,
@@ -109,12 +131,23 @@ class AnthropicChatProvider:
         except self._sdk_error as error:
             raise _translate_anthropic_error(error) from error
         text = "".join(block.text for block in reply.content if block.type == "text")
-        if wants_json:
+        if tool is not None:
+            called = next((block for block in reply.content if block.type == "tool_use"), None)
+            # The forced tool's input is the answer; a reply without it falls to tolerant parsing of the text.
+            if called is not None:
+                text = json.dumps(called.input, ensure_ascii=False)
+        elif wants_json:
             text = strip_code_fences(text)
-        # Prompt-cache reads and writes are input tokens too; older SDKs lack the fields.
-        cached = sum(
-            getattr(reply.usage, field, None) or 0
-            for field in ("cache_creation_input_tokens", "cache_read_input_tokens")
+        # Prompt-cache reads and writes are input tokens too (Anthropic counts them apart from
+        # input_tokens); only the reads were served from the cache. Older SDKs lack the fields.
+        cache_written = getattr(reply.usage, "cache_creation_input_tokens", None) or 0
+        cache_read = getattr(reply.usage, "cache_read_input_tokens", None) or 0
+        model = str(reply.model or self.model)
+        usage = TokenUsage(
+            input_tokens=reply.usage.input_tokens + cache_written + cache_read,
+            output_tokens=reply.usage.output_tokens,
+            cached_input_tokens=cache_read,
+            calls=1,
+            model=model,
         )
-        usage = TokenUsage(input_tokens=reply.usage.input_tokens + cached, output_tokens=reply.usage.output_tokens)
-        return LLMResult(text=text, usage=usage, model=str(reply.model or self.model))
+        return LLMResult(text=text, usage=usage, model=model)

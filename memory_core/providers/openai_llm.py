@@ -7,6 +7,9 @@ of a second, and offline processes never need it.
 
 from __future__ import annotations
 
+import logging
+import re
+import threading
 from typing import TYPE_CHECKING, Any, cast
 
 from memory_core.providers.errors import ProviderError, ProviderRequestError, ProviderResponseError, translate_sdk_error
@@ -14,10 +17,12 @@ from memory_core.providers.protocols import LLMResult, TokenUsage
 
 if TYPE_CHECKING:
     import openai
-    from openai.types.chat import ChatCompletionMessageParam
+    from openai.types.chat import ChatCompletion, ChatCompletionMessageParam
     from openai.types.chat.completion_create_params import ResponseFormat
 
-__all__ = ["OpenAIChatProvider", "make_openai_client", "translate_openai_error"]
+__all__ = ["FORMAT_LEVELS", "OpenAIChatProvider", "make_openai_client", "translate_openai_error"]
+
+logger = logging.getLogger(__name__)
 
 # Local OpenAI-compatible servers ignore the key, but the SDK refuses to start without one.
 _PLACEHOLDER_KEY = "not-needed"
@@ -56,12 +61,34 @@ def translate_openai_error(error: Exception) -> ProviderError:
     )
 
 
+#: What a server may understand, best first: a strict JSON schema, JSON mode, nothing (tolerant parsing).
+FORMAT_LEVELS: tuple[str, ...] = ("json_schema", "json_object", "none")
+
+# A 400 naming one of these is a server refusing the response_format, not a bad request of ours.
+_FORMAT_REFUSAL = re.compile(r"response_format|json_schema|json_object|structured|schema", re.IGNORECASE)
+
+
+def _refuses_format(error: ProviderError) -> bool:
+    """Whether ``error`` is the endpoint saying it does not support the ``response_format`` sent."""
+    return (
+        isinstance(error, ProviderRequestError)
+        and error.status_code in (400, 422)
+        and bool(_FORMAT_REFUSAL.search(str(error)))
+    )
+
+
 class OpenAIChatProvider:
     """:class:`~memory_core.providers.protocols.LLMProvider` over ``POST /chat/completions``.
 
     ``max_tokens`` is sent as ``max_completion_tokens`` to api.openai.com (newer
     models reject the old name) and as ``max_tokens`` to a custom ``base_url``
     (what compatible servers understand).
+
+    Structured outputs are probed once per provider (one endpoint and model) in a process: a
+    ``json_schema`` request the endpoint refuses with a 400 about the response format (older
+    Ollama and vLLM builds, servers without guided decoding) is sent again in JSON mode, and the
+    provider remembers it (``format_level``); a refused JSON mode is sent again without any
+    ``response_format``, the skill's tolerant parsing then finding the object in the answer.
     """
 
     def __init__(self, api_key: str | None, model: str, base_url: str | None = None, timeout_s: float = 30) -> None:
@@ -72,6 +99,39 @@ class OpenAIChatProvider:
         self.timeout_s = timeout_s
         self._client = make_openai_client(api_key, base_url, timeout_s)
         self._sdk_error: type[Exception] = openai.OpenAIError
+        self._format_level = 0
+        self._format_lock = threading.Lock()
+
+    @property
+    def format_level(self) -> str:
+        """The richest ``response_format`` this endpoint accepted so far (``json_schema`` until refused)."""
+        return FORMAT_LEVELS[self._format_level]
+
+    def _degrade(self, refused: int) -> None:
+        """Remember that the endpoint refused the format of level ``refused``."""
+        with self._format_lock:
+            if self._format_level <= refused:
+                self._format_level = refused + 1
+                logger.warning(
+                    "%s at %s refused response_format %s; using %s from now on",
+                    self.model,
+                    self.base_url or "api.openai.com",
+                    FORMAT_LEVELS[refused],
+                    FORMAT_LEVELS[self._format_level],
+                )
+
+    def _format_for(self, response_format: dict[str, Any] | None) -> tuple[int, dict[str, Any] | None]:
+        """The level and the ``response_format`` to send for the one asked, given what the endpoint refused."""
+        if response_format is None:
+            return FORMAT_LEVELS.index("none"), None
+        kind = str(response_format.get("type"))
+        asked = FORMAT_LEVELS.index(kind) if kind in FORMAT_LEVELS else FORMAT_LEVELS.index("json_object")
+        level = max(asked, self._format_level)
+        if level == asked:
+            return level, response_format
+        if FORMAT_LEVELS[level] == "json_object":
+            return level, {"type": "json_object"}
+        return level, None
 
     def complete(
         self,
@@ -81,13 +141,32 @@ class OpenAIChatProvider:
         max_tokens: int | None = None,
     ) -> LLMResult:
         """Send ``messages`` and return the first choice's text with its token usage."""
+        level, sent_format = self._format_for(response_format)
+        while True:
+            try:
+                completion = self._create(messages, temperature, sent_format, max_tokens)
+                break
+            except ProviderError as error:
+                if sent_format is None or not _refuses_format(error):
+                    raise
+                self._degrade(level)
+                level, sent_format = self._format_for(response_format)
+        return self._result(completion)
+
+    def _create(
+        self,
+        messages: list[dict[str, str]],
+        temperature: float,
+        response_format: dict[str, Any] | None,
+        max_tokens: int | None,
+    ) -> ChatCompletion:
         options: dict[str, Any] = {}
         if response_format is not None:
             options["response_format"] = cast("ResponseFormat", response_format)
         if max_tokens is not None:
             options["max_tokens" if self.base_url else "max_completion_tokens"] = max_tokens
         try:
-            completion = self._client.chat.completions.create(
+            completion: ChatCompletion = self._client.chat.completions.create(
                 model=self.model,
                 messages=cast("list[ChatCompletionMessageParam]", messages),
                 temperature=temperature,
@@ -95,17 +174,22 @@ class OpenAIChatProvider:
             )
         except self._sdk_error as error:
             raise translate_openai_error(error) from error
+        return completion
+
+    def _result(self, completion: ChatCompletion) -> LLMResult:
         if not completion.choices:
             raise ProviderResponseError(f"openai returned no choices for model {self.model}", provider="openai")
-        usage = TokenUsage()
+        model = completion.model or self.model
+        usage = TokenUsage(calls=1, model=model)
         if completion.usage is not None:
+            details = completion.usage.prompt_tokens_details
             usage = TokenUsage(
                 input_tokens=completion.usage.prompt_tokens or 0,
                 output_tokens=completion.usage.completion_tokens or 0,
                 total_tokens=completion.usage.total_tokens or 0,
+                # Part of prompt_tokens, reported by OpenAI (and some compatible servers) on a prefix-cache hit.
+                cached_input_tokens=(details.cached_tokens or 0) if details is not None else 0,
+                calls=1,
+                model=model,
             )
-        return LLMResult(
-            text=completion.choices[0].message.content or "",
-            usage=usage,
-            model=completion.model or self.model,
-        )
+        return LLMResult(text=completion.choices[0].message.content or "", usage=usage, model=model)

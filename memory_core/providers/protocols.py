@@ -25,11 +25,18 @@ class TokenUsage:
 
     ``total_tokens`` is what the provider reported, but never less than
     ``input_tokens + output_tokens`` (some servers omit it or report 0).
+    ``cached_input_tokens`` is the part of ``input_tokens`` the provider served from its
+    prompt cache (0 when it does not say). ``calls`` counts the answers received (a provider
+    reports 1 per completion; offline rules 0) and ``model`` names the model that answered
+    (the first one when calls to different models are added up; ``None`` without a call).
     """
 
     input_tokens: int = 0
     output_tokens: int = 0
     total_tokens: int = 0
+    cached_input_tokens: int = 0
+    calls: int = 0
+    model: str | None = None
 
     def __post_init__(self) -> None:
         floor = self.input_tokens + self.output_tokens
@@ -43,6 +50,9 @@ class TokenUsage:
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
             total_tokens=self.total_tokens + other.total_tokens,
+            cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
+            calls=self.calls + other.calls,
+            model=self.model or other.model,
         )
 
     @property

@@ -18,6 +18,7 @@ from memory_core.read.read_slots import ReadSlots, build_read_slots
 from memory_core.read.rerank import LLMRerankSkill, RerankInput, RerankOutput
 from memory_core.read.side_reads import SideReads
 from memory_core.settings import Settings
+from memory_core.usage import DeferredUsage
 
 __all__ = ["ReadContext", "build_read_context"]
 
@@ -41,6 +42,8 @@ class ReadContext:
     side_reads: SideReads | None = None
     # How many of this process's retrievals read the database at once (memory_core.read.read_slots).
     read_slots: ReadSlots | None = None
+    # The reranker's LLM usage, written behind the requests (memory_core.usage).
+    usage: DeferredUsage | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -48,19 +51,24 @@ class ReadContext:
             self.bookkeeper = RetrievalBookkeeper(
                 self.sessions, flush_interval_s=self.settings.retrieval_bookkeeping_flush_s
             )
+        if self.usage is None:
+            self.usage = DeferredUsage(self.sessions, flush_interval_s=self.settings.retrieval_bookkeeping_flush_s)
         if self.side_reads is None:
             self.side_reads = SideReads(self.engine, self.settings.retrieval_side_connections)
         if self.read_slots is None:
             self.read_slots = build_read_slots(self.settings.retrieval_concurrency)
 
     def flush_bookkeeping(self) -> bool:
-        """Write the queued retrieval counters now (they are otherwise written in the background)."""
-        return self.bookkeeper.flush() if self.bookkeeper is not None else True
+        """Write the queued retrieval counters and LLM usage now (they are otherwise written in the background)."""
+        usage_written = self.usage.flush() if self.usage is not None else True
+        return (self.bookkeeper.flush() if self.bookkeeper is not None else True) and usage_written
 
     def close(self) -> None:
-        """Write the queued retrieval counters, then release the database pools."""
+        """Write the queued retrieval counters and LLM usage, then release the database pools."""
         if self.bookkeeper is not None:
             self.bookkeeper.close()
+        if self.usage is not None:
+            self.usage.close()
         if self.side_reads is not None:
             self.side_reads.close()
         self.engine.dispose()

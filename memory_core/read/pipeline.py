@@ -36,6 +36,7 @@ from sqlalchemy.orm import Session
 
 from memory_core.config import MemoryConfig, apply_overrides
 from memory_core.errors import RetrievalError
+from memory_core.providers.protocols import TokenUsage
 from memory_core.read.agent_index import agent_indexes
 from memory_core.read.compress import (
     CompressedContext,
@@ -60,7 +61,7 @@ from memory_core.read.planner import RetrievalPlan, finalize_plan, plan_retrieva
 from memory_core.read.rank import Candidate, RankedFact, merge_candidates, rank_candidates, sort_ranked
 from memory_core.read.rank import select_final as select_final_facts
 from memory_core.read.read_transaction import begin_read, plan_generically
-from memory_core.read.rerank import RerankOutcome, rerank
+from memory_core.read.rerank import RerankOutcome, UsageReport, rerank
 from memory_core.read.schemas import RetrievedEvent, RetrieveResult, ScoredFact
 from memory_core.read.side_reads import SideSubmit
 from memory_core.read.signals import (
@@ -696,6 +697,18 @@ def _build_trace(
     return trace
 
 
+def _usage_reporter(ctx: ReadContext, agent_id: str) -> UsageReport | None:
+    """Where the reranker reports the LLM usage of ``agent_id``'s retrieval (queued, see memory_core.usage)."""
+    usage = ctx.usage
+    if usage is None:
+        return None
+
+    def report(skill: str, spent: TokenUsage, failed: bool) -> None:
+        usage.record(agent_id, skill, spent, failed=failed)
+
+    return report
+
+
 def retrieve(
     ctx: ReadContext,
     *,
@@ -780,7 +793,7 @@ def retrieve(
 
     rerank_started = time.perf_counter()
     try:
-        reranked = rerank(query, outcome.ranked, ctx.reranker, config)
+        reranked = rerank(query, outcome.ranked, ctx.reranker, config, report_usage=_usage_reporter(ctx, agent_id))
     except Exception as error:  # fail-safe: keep the formula ranking
         run.degrade("rerank", error, "the formula ranking was kept")
         reranked = RerankOutcome(facts=outcome.ranked, applied=False, reason="error")

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
@@ -199,16 +199,45 @@ def apply_scores(facts: Sequence[RankedFact], scores: dict[str, float], config: 
     return scored, vetoed
 
 
+UsageReport = Callable[[str, TokenUsage, bool], None]
+
+
+def _run_reporting(
+    skill: Skill[RerankInput, RerankOutput], skill_input: RerankInput, report: UsageReport | None
+) -> SkillOutcome[RerankOutput]:
+    """``skill.run`` that reports what it spent as soon as it ends, even when nobody waits for it any more."""
+    if report is None:
+        return skill.run(skill_input)
+    try:
+        outcome = skill.run(skill_input)
+    except Exception as error:
+        _report_safely(report, skill.name, getattr(error, "usage", None) or TokenUsage(), True)
+        raise
+    _report_safely(report, skill.name, outcome.usage, outcome.used_fallback)
+    return outcome
+
+
+def _report_safely(report: UsageReport, skill: str, usage: TokenUsage, failed: bool) -> None:
+    try:
+        report(skill, usage, failed)
+    except Exception:  # accounting never fails a retrieval
+        logger.debug("could not report the reranker's usage", exc_info=True)
+
+
 def rerank(
     query: str,
     ranked: Sequence[RankedFact],
     skill: Skill[RerankInput, RerankOutput] | None,
     config: MemoryConfig,
+    *,
+    report_usage: UsageReport | None = None,
 ) -> RerankOutcome:
     """Rerank the best ``reranker_candidate_multiplier x topk_facts`` facts; on any failure keep their order.
 
     ``ranked`` must be sorted best first. The returned pool holds only the judged candidates when
     the reranker ran (the others were never judged), or the whole input otherwise.
+    ``report_usage(skill, usage, failed)`` is called once the model call ends, on the reranker's
+    thread: also after a timeout, when the call goes on (and costs) without anyone waiting.
     """
     facts = list(ranked)
     if not config.enable_reranker:
@@ -224,7 +253,7 @@ def rerank(
         candidates=[RerankCandidate(id=index, text=fact.candidate.fact_text) for index, fact in enumerate(pool, 1)],
     )
     started = time.perf_counter()
-    future: Future[SkillOutcome[RerankOutput]] = _pool().submit(skill.run, skill_input)
+    future: Future[SkillOutcome[RerankOutput]] = _pool().submit(_run_reporting, skill, skill_input, report_usage)
     try:
         outcome = future.result(timeout=config.reranker_timeout_sec)
     except FutureTimeout:

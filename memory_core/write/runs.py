@@ -141,12 +141,33 @@ _COMPLETE_STAGES = text(
             result = COALESCE(done.result, r.result)
         FROM done
         WHERE r.event_id = done.event_id AND r.status = CAST(:expected AS varchar)
-        RETURNING r.event_id
+        RETURNING r.event_id, r.agent_id
     ), stored AS (
         INSERT INTO pipeline_stage_outputs (event_id, stage, output)
         SELECT done.event_id, CAST(:stage AS varchar), done.output
         FROM done JOIN advanced ON advanced.event_id = done.event_id
         ON CONFLICT (event_id, stage) DO UPDATE SET output = EXCLUDED.output
+    ), usage AS (
+        -- The LLM calls behind the outputs stored here, counted with them (memory_core.usage).
+        INSERT INTO llm_usage AS u (agent_id, day, skill, model, calls, failures, input_tokens, output_tokens,
+                                    cached_input_tokens)
+        SELECT advanced.agent_id, CAST(timezone('UTC', now()) AS date), call.skill, COALESCE(call.model, ''),
+               COALESCE(sum(call.calls), 0), COALESCE(sum(call.failures), 0), COALESCE(sum(call.input_tokens), 0),
+               COALESCE(sum(call.output_tokens), 0), COALESCE(sum(call.cached_input_tokens), 0)
+        FROM done JOIN advanced ON advanced.event_id = done.event_id
+        CROSS JOIN LATERAL jsonb_to_recordset(COALESCE(done.tokens -> 'by_skill', '[]'::jsonb))
+            AS call(skill text, model text, calls bigint, failures bigint, input_tokens bigint,
+                    output_tokens bigint, cached_input_tokens bigint)
+        WHERE call.skill IS NOT NULL
+        GROUP BY advanced.agent_id, call.skill, COALESCE(call.model, '')
+        ORDER BY advanced.agent_id, call.skill, COALESCE(call.model, '')
+        ON CONFLICT (agent_id, day, skill, model) DO UPDATE SET
+            calls = u.calls + excluded.calls,
+            failures = u.failures + excluded.failures,
+            input_tokens = u.input_tokens + excluded.input_tokens,
+            output_tokens = u.output_tokens + excluded.output_tokens,
+            cached_input_tokens = u.cached_input_tokens + excluded.cached_input_tokens,
+            updated_at = now()
     )
     SELECT event_id FROM advanced
     """
@@ -159,7 +180,9 @@ def complete_stages(
     """Store every completion's output and advance its run, only where the run still waits for ``stage``.
 
     One statement for the whole chunk: the same check-and-set as :func:`complete_stage`, so a
-    redelivered stage advances nothing. Returns the ids that advanced.
+    redelivered stage advances nothing. The LLM usage each completion's ``tokens`` carries
+    (``by_skill``) is added to ``llm_usage`` for the runs that advanced, in the same statement:
+    counted exactly when the output is stored, once. Returns the ids that advanced.
     """
     if not completions:
         return set()

@@ -12,7 +12,7 @@ import struct
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, field_serializer
 
 from memory_core.cognition.models import ExtractionOutput, KnownEntity, ReconcileAction
 
@@ -75,19 +75,60 @@ class _Stored(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
+class SkillTokens(_Stored):
+    """What one skill's calls to one model cost: the rows of the ``llm_usage`` accounting.
+
+    ``calls`` counts the answers received, ``failures`` the skill runs that produced nothing
+    usable (an invalid answer, a provider error); ``cached_input_tokens`` is part of ``input_tokens``.
+    """
+
+    skill: str
+    model: str = ""
+    calls: int = 0
+    failures: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+
+    def plus(self, other: SkillTokens) -> SkillTokens:
+        """Sum of two counts of the same skill and model."""
+        return self.model_copy(
+            update={
+                "calls": self.calls + other.calls,
+                "failures": self.failures + other.failures,
+                "input_tokens": self.input_tokens + other.input_tokens,
+                "output_tokens": self.output_tokens + other.output_tokens,
+                "cached_input_tokens": self.cached_input_tokens + other.cached_input_tokens,
+            }
+        )
+
+
 class TokenCount(_Stored):
-    """Tokens spent, as stored and reported."""
+    """Tokens spent, as stored and reported, with the calls behind them by skill and model.
+
+    ``by_skill`` travels with a stage's output: the stage's completion writes it to ``llm_usage``
+    in the same statement that stores the output (:func:`memory_core.write.runs.complete_stages`),
+    so the usage is counted exactly when the stage's result is, once.
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
     total_tokens: int = 0
+    cached_input_tokens: int = 0
+    by_skill: list[SkillTokens] = Field(default_factory=list)
 
     def plus(self, other: TokenCount) -> TokenCount:
-        """Sum of two counts."""
+        """Sum of two counts (``by_skill`` merged by skill and model)."""
+        merged: dict[tuple[str, str], SkillTokens] = {}
+        for item in [*self.by_skill, *other.by_skill]:
+            key = (item.skill, item.model)
+            merged[key] = merged[key].plus(item) if key in merged else item
         return TokenCount(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
             total_tokens=self.total_tokens + other.total_tokens,
+            cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
+            by_skill=list(merged.values()),
         )
 
 
@@ -212,3 +253,8 @@ class WriteResult(_Stored):
     error: str | None = None
     warnings: list[str] = Field(default_factory=list)
     pipeline: list[TraceStep] | None = None
+
+    @field_serializer("tokens_used")
+    def _totals_only(self, tokens: TokenCount) -> dict[str, int]:
+        # The per-skill breakdown is accounting (GET /v1/agents/{id}/usage), not part of a write's result.
+        return tokens.model_dump(exclude={"by_skill"})

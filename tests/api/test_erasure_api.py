@@ -226,7 +226,7 @@ def poll(check: Any, what: str, timeout_s: float = 90) -> Any:
 
 
 def write_memory(stack: Stack, client: AranduClient, agent: str) -> None:
-    """Messages (a batch and an import), retrievals, every maintenance job, and the two tables no code writes yet."""
+    """Messages (a batch and an import), retrievals, every maintenance job, and the tables offline code never writes."""
     now = datetime.now(UTC)
     batch = client.send_batch(
         agent,
@@ -264,6 +264,14 @@ def write_memory(stack: Stack, client: AranduClient, agent: str) -> None:
             text(
                 "INSERT INTO memory_intentions (agent_id, trigger_type, trigger_condition, intended_action) "
                 "VALUES (:agent, 'time', 'next monday', 'ask Rafael about the trip')"
+            ),
+            {"agent": agent},
+        )
+        # LLM usage: this stack runs offline, so no call is ever counted; a row of an LLM's day.
+        connection.execute(
+            text(
+                "INSERT INTO llm_usage (agent_id, day, skill, model, calls, input_tokens, output_tokens) "
+                "VALUES (:agent, CURRENT_DATE, 'extract_informed', 'gpt-stub', 1, 100, 20)"
             ),
             {"agent": agent},
         )

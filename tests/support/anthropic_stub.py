@@ -9,6 +9,7 @@ Same scripting model as :class:`tests.support.openai_stub.OpenAIStub`::
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -75,13 +76,25 @@ class AnthropicStub(ScriptedJSONServer):
             _text_of(message.get("content")) for message in body.get("messages", []) if isinstance(message, dict)
         )
         usage = dict(reply.usage or {"input_tokens": approx_tokens(prompt), "output_tokens": approx_tokens(text)})
+        content: list[dict[str, Any]] = [{"type": "text", "text": text}]
+        stop_reason = "end_turn"
+        forced = body.get("tool_choice") or {}
+        if forced.get("type") == "tool":
+            # A forced tool: the scripted content (JSON) becomes the tool call's input, as Claude answers.
+            try:
+                tool_input = json.loads(text)
+            except ValueError:
+                tool_input = {"unparsable": text}
+            call_id = f"toolu_stub_{self.next_id()}"
+            content = [{"type": "tool_use", "id": call_id, "name": forced["name"], "input": tool_input}]
+            stop_reason = "tool_use"
         return {
             "id": f"msg_stub_{self.next_id()}_{int(time.time())}",
             "type": "message",
             "role": "assistant",
             "model": str(body.get("model", "claude-stub")),
-            "content": [{"type": "text", "text": text}],
-            "stop_reason": "end_turn",
+            "content": content,
+            "stop_reason": stop_reason,
             "stop_sequence": None,
             "usage": usage,
         }

@@ -84,7 +84,7 @@ class StubReply:
     body: Any = None
     delay_s: float = 0.0
     dimensions: int | None = None
-    usage: Mapping[str, int] | None = None
+    usage: Mapping[str, Any] | None = None
 
     @classmethod
     def text(cls, content: str, **options: Any) -> StubReply:
@@ -272,9 +272,11 @@ class ScriptedJSONServer:
     def respond(self, method: str, path: str, headers: dict[str, str], body: Any) -> tuple[int, dict[str, str], Any]:
         """Status, extra headers and JSON body for one request (called from handler threads)."""
         endpoint = self.route(method, path.split("?", 1)[0])
+        # A refused request (see refusal) is answered without using up a scripted reply.
+        refused = self.refusal(endpoint, body) if endpoint and isinstance(body, dict) else None
         with self._lock:
             self._requests.append(RecordedRequest(method, path, endpoint, headers, body, time.time()))
-            script = self._scripts.get(endpoint) if endpoint else None
+            script = self._scripts.get(endpoint) if endpoint and refused is None else None
             scripted = script.popleft() if script else None
         if endpoint is None:
             return 404, {}, self.error_body(404, f"no route for {method} {path}")
@@ -283,6 +285,8 @@ class ScriptedJSONServer:
         if not isinstance(body, dict) and method == "POST":
             return 400, {}, self.error_body(400, "the request body must be a JSON object")
         request_body: dict[str, Any] = body if isinstance(body, dict) else {}
+        if refused is not None:
+            return 400, {}, self.error_body(400, refused)
         reply = self._choose(endpoint, scripted, request_body)
         wait = self.latency_s + reply.delay_s
         if wait > 0:
@@ -307,6 +311,10 @@ class ScriptedJSONServer:
             return next(self._ids)
 
     # -- what subclasses define ----------------------------------------------
+
+    def refusal(self, endpoint: str, body: dict[str, Any]) -> str | None:
+        """A 400 message when the request uses something this server is set to refuse (nothing by default)."""
+        return None
 
     def route(self, method: str, path: str) -> str | None:
         """The endpoint name serving ``method path``, or None for a 404."""
@@ -352,6 +360,9 @@ class OpenAIStub(ScriptedJSONServer):
     ) -> None:
         super().__init__(latency_s=latency_s, api_key=api_key)
         self.default_dimensions = default_dimensions
+        #: Answer 400 to these chat ``response_format`` types, as servers without structured outputs do
+        #: (``{"json_schema"}``: an Ollama or vLLM build without guided decoding; add ``"json_object"``: no JSON mode).
+        self.refused_formats: set[str] = set()
         if chat_handler is not None:
             self.handlers[CHAT] = chat_handler
         if embeddings_handler is not None:
@@ -389,6 +400,16 @@ class OpenAIStub(ScriptedJSONServer):
             return EMBEDDINGS
         if method == "GET" and path == "/models":
             return "models"
+        return None
+
+    def refusal(self, endpoint: str, body: dict[str, Any]) -> str | None:
+        """A 400 naming the ``response_format`` type when it is one of :attr:`refused_formats`."""
+        response_format = body.get("response_format")
+        if endpoint != CHAT or not isinstance(response_format, dict):
+            return None
+        kind = str(response_format.get("type"))
+        if kind in self.refused_formats:
+            return f"response_format type {kind!r} is not supported by this server"
         return None
 
     def authorised(self, headers: dict[str, str]) -> bool:

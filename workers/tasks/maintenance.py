@@ -16,6 +16,7 @@ agent was erased (:func:`memory_core.maintenance.erasure.erasure_guarded`): such
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import uuid
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ from memory_core.maintenance.runs import (
 )
 from memory_core.read.agent_index import index_large_agents
 from memory_core.settings import Settings
+from memory_core.usage import UsageTally, account_skills, record_usage
 from workers.maintenance_context import get_maintenance_context
 
 logger = logging.getLogger("arandu.maintenance")
@@ -143,12 +145,15 @@ def _run(task: Task, job: str, run_id: str) -> str:
         return "skipped"
     # Every transaction of the job holds off the agent's erasure, and finds out about one.
     guarded = erasure_guarded(context, run_uuid, run.agent_id)
+    # The job's LLM calls, counted in memory and written with the run's end (one statement).
+    usage = UsageTally()
+    guarded = dataclasses.replace(guarded, skills=account_skills(guarded.skills, run.agent_id, usage))
     try:
         result = dict(_job(task.app, job)(guarded, run.agent_id, context.base_config))
     except SoftTimeLimitExceeded as error:
         message = f"soft time limit of {TIME_LIMITS[job].soft:g} s exceeded"
         with context.sessions.begin() as session:
-            finish_run(session, run_uuid, "failed", error=message)
+            _finish_with_usage(session, run_uuid, "failed", usage, error=message)
         logger.error("%s for agent %s: %s", job, run.agent_id, message)
         raise SoftTimeLimitExceeded(message) from error
     except Exception as error:
@@ -157,16 +162,35 @@ def _run(task: Task, job: str, run_id: str) -> str:
             logger.info("%s for agent %s stopped: the agent was erased (%s)", job, run.agent_id, error)
             return "erased"
         with context.sessions.begin() as session:
-            finish_run(session, run_uuid, "failed", error=_error_text(error))
+            _finish_with_usage(session, run_uuid, "failed", usage, error=_error_text(error))
         logger.exception("%s for agent %s failed", job, run.agent_id)
         # Re-raised so Flower shows the task as FAILURE with its exception; the run row has it too.
         raise
     with context.sessions.begin() as session:
-        finished = finish_run(session, run_uuid, "done", result=result)
+        finished = _finish_with_usage(session, run_uuid, "done", usage, result=result)
     if not finished and _erased(context, run_uuid):
         logger.info("%s for agent %s ended after the agent was erased", job, run.agent_id)
         return "erased"
     return "done"
+
+
+def _finish_with_usage(
+    session: Session,
+    run_id: uuid.UUID,
+    status: str,
+    usage: UsageTally,
+    *,
+    result: dict[str, Any] | None = None,
+    error: str | None = None,
+) -> bool:
+    """Record the run's end and, when its row is still there, the LLM usage of the job, in ``session``'s transaction.
+
+    A run whose row is gone belongs to an erased agent: its usage must not bring the agent's id back.
+    """
+    finished = finish_run(session, run_id, status, result=result, error=error)
+    if finished:
+        record_usage(session, usage.drain())
+    return finished
 
 
 def _erased(context: MaintenanceContext, run_id: uuid.UUID) -> bool:

@@ -14,7 +14,7 @@ from memory_core.providers import OpenAIChatProvider, RetryableProviderError, To
 from tests.support.openai_stub import OpenAIStub, StubReply
 
 USAGE = {"prompt_tokens": 210, "completion_tokens": 18, "total_tokens": 228}
-SPENT = TokenUsage(input_tokens=210, output_tokens=18, total_tokens=228)
+SPENT = TokenUsage(input_tokens=210, output_tokens=18, total_tokens=228, calls=1, model="gpt-stub")
 
 
 class Residence(BaseModel):
@@ -65,7 +65,8 @@ def test_valid_json_becomes_the_output_model_with_usage(stub: OpenAIStub) -> Non
     assert outcome.error is None
     assert outcome.duration_ms > 0
     [request] = stub.chat_requests
-    assert request.body["response_format"] == {"type": "json_object"}
+    assert request.body["response_format"]["type"] == "json_schema"
+    assert request.body["response_format"]["json_schema"]["strict"] is True
     assert request.body["temperature"] == 0
     assert request.body["max_tokens"] == 300
     system, user = request.body["messages"]

@@ -49,7 +49,9 @@ def test_system_messages_json_mode_fences_and_usage(stub: AnthropicStub) -> None
 
     assert isinstance(claude, LLMProvider)
     assert json.loads(result.text) == {"city": "Lisbon"}
-    assert result.usage == TokenUsage(input_tokens=120, output_tokens=15, total_tokens=135)
+    assert result.usage == TokenUsage(
+        input_tokens=120, output_tokens=15, total_tokens=135, calls=1, model="claude-stub"
+    )
     assert result.model == "claude-stub"
     [request] = stub.message_requests
     assert request.body["system"] == "You extract facts.\n\n" + JSON_ONLY_INSTRUCTION

@@ -56,7 +56,7 @@ def test_json_mode_is_sent_and_the_answer_comes_back_with_usage(stub: OpenAIStub
     result = chat(stub).complete(MESSAGES, response_format={"type": "json_object"}, max_tokens=64)
 
     assert json.loads(result.text) == {"city": "Rio de Janeiro"}
-    assert result.usage == TokenUsage(input_tokens=31, output_tokens=9, total_tokens=40)
+    assert result.usage == TokenUsage(input_tokens=31, output_tokens=9, total_tokens=40, calls=1, model="gpt-stub")
     assert result.model == "gpt-stub"
     [request] = stub.chat_requests
     assert request.body["response_format"] == {"type": "json_object"}

@@ -22,7 +22,8 @@ def test_emotion_parses_and_lower_cases_the_label(stub: OpenAIStub, provider: Op
     assert outcome.output == EmotionOutput(emotion="excitement", intensity=0.8, energy="high")
     assert outcome.usage.total_tokens > 0
     [request] = stub.chat_requests
-    assert request.body["response_format"] == {"type": "json_object"}
+    assert request.body["response_format"]["type"] == "json_schema"
+    assert request.body["response_format"]["json_schema"]["strict"] is True
     assert request.body["messages"][1]["content"] == "<message>\nPassei no mestrado!!!\n</message>"
 
 

@@ -157,7 +157,9 @@ def test_informed_extraction_parses_the_answer_and_sends_the_context(
     assert ExtractedRelation(source="Clara Rezende", target="Orion Tech", type="works_at") in output.relations
     assert output.updated_profiles["Clara Rezende"].startswith("Former software engineer")
     assert output.relation_retry_triggered is False
-    assert outcome.usage == TokenUsage(input_tokens=1500, output_tokens=400, total_tokens=1900)
+    assert outcome.usage == TokenUsage(
+        input_tokens=1500, output_tokens=400, total_tokens=1900, calls=1, model="gpt-stub"
+    )
     assert not outcome.used_fallback
 
     [request] = stub.chat_requests
@@ -208,7 +210,9 @@ def test_informed_extraction_invalid_json_raises_with_usage(stub: OpenAIStub, pr
 
     assert caught.value.skill == "extract_informed"
     assert "not valid JSON" in caught.value.message
-    assert caught.value.usage == TokenUsage(input_tokens=1200, output_tokens=9, total_tokens=1209)
+    assert caught.value.usage == TokenUsage(
+        input_tokens=1200, output_tokens=9, total_tokens=1209, calls=1, model="gpt-stub"
+    )
 
 
 def test_informed_extraction_rate_limit_propagates(stub: OpenAIStub, provider: OpenAIChatProvider) -> None:
@@ -253,6 +257,8 @@ def total(*blocks: dict[str, int]) -> TokenUsage:
         input_tokens=sum(block["prompt_tokens"] for block in blocks),
         output_tokens=sum(block["completion_tokens"] for block in blocks),
         total_tokens=sum(block["total_tokens"] for block in blocks),
+        calls=len(blocks),
+        model="gpt-stub",
     )
 
 
@@ -283,7 +289,7 @@ def test_blind_extraction_makes_three_calls_with_facts_and_relations_concurrent(
     assert "June 15, 2025" in user_of(scan)
     for request in (facts, relations):
         assert "- Clara Rezende (person; also called Clara)" in user_of(request)
-        assert request.body["response_format"] == {"type": "json_object"}
+        assert request.body["response_format"]["type"] == "json_schema"
     # Both answers take 0.5 s: the second request arrived while the first was still waiting.
     assert abs(facts.received_at - relations.received_at) < 0.4
 

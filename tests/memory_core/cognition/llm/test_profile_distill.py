@@ -36,7 +36,8 @@ def test_profile_skill_sends_the_facts_and_returns_the_profile(stub: OpenAIStub,
     assert outcome.output.profile_text == "Ana é enfermeira e mora em Recife."
     assert outcome.usage.total_tokens > 0
     [request] = stub.chat_requests
-    assert request.body["response_format"] == {"type": "json_object"}
+    assert request.body["response_format"]["type"] == "json_schema"
+    assert request.body["response_format"]["json_schema"]["strict"] is True
     user = request.body["messages"][1]["content"]
     assert "Ana (person)" in user
     assert "- [2024-01-05] Ana é enfermeira (work.role)" in user

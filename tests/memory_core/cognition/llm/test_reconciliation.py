@@ -57,9 +57,10 @@ def test_reconcile_parses_an_update_and_sends_ids_dates_and_similarities(
     assert outcome.output.action == "UPDATE"
     assert outcome.output.target_fact_id == "fact-sp"
     assert outcome.output.reason == "He moved."
-    assert outcome.usage == TokenUsage(input_tokens=320, output_tokens=30, total_tokens=350)
+    assert outcome.usage == TokenUsage(input_tokens=320, output_tokens=30, total_tokens=350, calls=1, model="gpt-stub")
     [request] = stub.chat_requests
-    assert request.body["response_format"] == {"type": "json_object"}
+    assert request.body["response_format"]["type"] == "json_schema"
+    assert request.body["response_format"]["json_schema"]["strict"] is True
     user = request.body["messages"][1]["content"]
     assert (
         "NEW fact (since 2025-06-15 12:00 UTC): Ricardo Gomes se mudou para Austin, Texas [location.residence]"

@@ -47,9 +47,10 @@ def test_disambiguation_parses_the_chosen_key(stub: OpenAIStub, provider: OpenAI
     assert skill.name == "disambiguate"
     assert outcome.output.match == "person:guilherme_maturana"
     assert outcome.output.reason == "Guili is his nickname."
-    assert outcome.usage == TokenUsage(input_tokens=260, output_tokens=25, total_tokens=285)
+    assert outcome.usage == TokenUsage(input_tokens=260, output_tokens=25, total_tokens=285, calls=1, model="gpt-stub")
     [request] = stub.chat_requests
-    assert request.body["response_format"] == {"type": "json_object"}
+    assert request.body["response_format"]["type"] == "json_schema"
+    assert request.body["response_format"]["json_schema"]["strict"] is True
     user = request.body["messages"][1]["content"]
     assert 'Mention: "Guili" (person)' in user
     assert "key person:guilherme_maturana" in user

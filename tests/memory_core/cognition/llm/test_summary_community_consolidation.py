@@ -51,7 +51,8 @@ def test_summary_skill_parses_the_answer_and_falls_back_to_rules_on_invalid_json
     )
     assert outcome.usage.total_tokens > 0
     request = stub.chat_requests[0]
-    assert request.body["response_format"] == {"type": "json_object"}
+    assert request.body["response_format"]["type"] == "json_schema"
+    assert request.body["response_format"]["json_schema"]["strict"] is True
     assert request.body["messages"][1]["content"] == (
         "Subject: Fernanda\nFacts:\n"
         "- (2025-05-10) Fernanda trabalha na Orion Tech [work.employer]\n"

@@ -1,0 +1,84 @@
+"""Structured outputs: the ``response_format`` a skill asks for, built from its pydantic output model.
+
+A skill asks for ``{"type": "json_schema", "json_schema": {"name", "schema", "strict": true}}``
+when its output model can be written as an OpenAI *strict* schema, else for JSON mode
+(``{"type": "json_object"}``). What a provider does with it, and how it falls back when the
+endpoint refuses it, is the provider's business (:mod:`memory_core.providers.openai_llm`,
+:mod:`memory_core.providers.anthropic_llm`); the skill always validates the answer itself, with
+tolerant parsing (:class:`~memory_core.cognition.llm_skill.LLMSkill`).
+
+Strict schemas require every property, ``additionalProperties: false`` on every object and no
+``default``. The ``openai`` package's own converter (``to_strict_json_schema``, what its
+``parse`` helpers use) does the first two; defaults are removed here. A model with a free-form
+mapping (``dict[str, str]``: an object whose keys are not known in advance) cannot be strict:
+such a skill keeps JSON mode.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import BaseModel
+
+__all__ = ["JSON_MODE", "json_schema_format", "response_format_for", "strict_json_schema"]
+
+JSON_MODE: dict[str, str] = {"type": "json_object"}
+
+# OpenAI's rule for a json_schema name.
+_NAME_CHARACTERS = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def strict_json_schema(model: type[BaseModel]) -> dict[str, Any] | None:
+    """``model``'s JSON schema in OpenAI's strict form, or ``None`` when it cannot be strict."""
+    try:
+        from openai.lib._pydantic import to_strict_json_schema  # the SDK's converter, used by its parse helpers
+    except ImportError:  # pragma: no cover - openai is a dependency; a trimmed install keeps JSON mode
+        return None
+    try:
+        schema = to_strict_json_schema(model)
+    except (TypeError, ValueError):
+        return None
+    _drop_defaults(schema)
+    return schema if _is_strict(schema) else None
+
+
+def _drop_defaults(node: Any) -> None:
+    """Remove every ``default`` (strict mode refuses them; every property is required anyway)."""
+    if isinstance(node, dict):
+        node.pop("default", None)
+        for value in node.values():
+            _drop_defaults(value)
+    elif isinstance(node, list):
+        for value in node:
+            _drop_defaults(value)
+
+
+def _is_strict(node: Any) -> bool:
+    """Whether every object of the schema is closed (``additionalProperties: false``) and fully required."""
+    if isinstance(node, list):
+        return all(_is_strict(value) for value in node)
+    if not isinstance(node, dict):
+        return True
+    if node.get("type") == "object" or "properties" in node:
+        if node.get("additionalProperties", False) is not False:
+            return False
+        if set(node.get("required", [])) != set(node.get("properties", {})):
+            return False
+    return all(_is_strict(value) for key, value in node.items() if key != "required")
+
+
+def json_schema_format(name: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """The ``response_format`` asking for a strict JSON schema named after the skill."""
+    return {
+        "type": "json_schema",
+        "json_schema": {"name": _NAME_CHARACTERS.sub("_", name)[:64], "schema": schema, "strict": True},
+    }
+
+
+def response_format_for(name: str, model: type[BaseModel]) -> dict[str, Any]:
+    """What a skill named ``name`` answering ``model`` asks for: a strict schema when possible, else JSON mode."""
+    schema = strict_json_schema(model)
+    if schema is None:
+        return dict(JSON_MODE)
+    return json_schema_format(name, schema)
