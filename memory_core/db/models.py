@@ -108,7 +108,7 @@ class ApiKey(Base):
 
 
 class LlmUsage(Base):
-    """LLM calls and tokens per agent, UTC day, skill and model (migration 0017; :mod:`memory_core.usage`).
+    """LLM calls and tokens per agent, UTC day, skill and model (migration 0018; :mod:`memory_core.usage`).
 
     Counters only grow, by ``INSERT ... ON CONFLICT DO UPDATE``; ``cached_input_tokens`` is part
     of ``input_tokens`` and ``failures`` counts skill runs whose answer was unusable or never came.

@@ -33,7 +33,7 @@ from memory_core.db.statements import sql
 from memory_core.providers.errors import ProviderRequestError, ProviderResponseError, RetryableProviderError
 from memory_core.write.context import WriteContext
 from memory_core.write.extract import CHARS_PER_TOKEN, BatchShare, PreparedExtraction
-from memory_core.write.schemas import TokenCount
+from memory_core.write.schemas import SkillTokens, TokenCount
 from memory_core.write.skill_calls import SkillCache
 
 # The lines around each message in a batch's prompt (its number, speaker, date), in characters.
@@ -117,14 +117,41 @@ def _split(total: int, weights: Sequence[int]) -> list[int]:
     return parts
 
 
-def _token_shares(usage: Any, members: Sequence[BatchMember], answer_chars: Sequence[int]) -> list[TokenCount]:
-    """A call's tokens spread over its messages: the prompt by message size, the answer by each part's size."""
+def _token_shares(
+    usage: Any, members: Sequence[BatchMember], answer_chars: Sequence[int], *, skill: str, failed: bool = False
+) -> list[TokenCount]:
+    """A call's tokens spread over its messages: the prompt by message size, the answer by each part's size.
+
+    Each share carries its line of the usage accounting (``llm_usage``); the call itself (and its
+    failure, if it gave nothing usable) is counted on the first message's share only, so the
+    batch's shares add up to one call.
+    """
     input_tokens = int(getattr(usage, "input_tokens", 0))
     output_tokens = int(getattr(usage, "output_tokens", 0))
+    cached = _split(int(getattr(usage, "cached_input_tokens", 0)), [1] * len(members))
+    model = str(getattr(usage, "model", "") or "")
+    calls = int(getattr(usage, "calls", 1) or 1)
     inputs = _split(input_tokens, [len(member.prepared.inputs[0].message) + 1 for member in members])
     outputs = _split(output_tokens, list(answer_chars))
     return [
-        TokenCount(input_tokens=i, output_tokens=o, total_tokens=i + o) for i, o in zip(inputs, outputs, strict=True)
+        TokenCount(
+            input_tokens=i,
+            output_tokens=o,
+            total_tokens=i + o,
+            cached_input_tokens=c,
+            by_skill=[
+                SkillTokens(
+                    skill=skill,
+                    model=model,
+                    calls=calls if position == 0 else 0,
+                    failures=1 if failed and position == 0 else 0,
+                    input_tokens=i,
+                    output_tokens=o,
+                    cached_input_tokens=c,
+                )
+            ],
+        )
+        for position, (i, o, c) in enumerate(zip(inputs, outputs, cached, strict=True))
     ]
 
 
@@ -168,14 +195,14 @@ class _Batcher:
             return
         except SkillOutputError as error:
             # Nothing usable (not JSON, cut short): smaller batches are likelier to come back whole.
-            spent = _token_shares(error.usage, members, [0] * len(members))
+            spent = _token_shares(error.usage, members, [0] * len(members), skill=self.skill.name, failed=True)
             self._charge(members, spent)
             middle = len(members) // 2
             self._run(members[:middle])
             self._run(members[middle:])
             return
         answer = outcome.output
-        shares = _token_shares(outcome.usage, members, answer.shares or [0] * len(members))
+        shares = _token_shares(outcome.usage, members, answer.shares or [0] * len(members), skill=self.skill.name)
         duration_ms = round((time.perf_counter() - started) * 1000, 1)
         stored: list[tuple[uuid.UUID, dict[str, Any]]] = []
         failed: list[BatchMember] = []
@@ -229,6 +256,9 @@ def store_batch_answers(
             cache = caches.get(event_id)
             if cache is not None:
                 cache.stored[key] = value
+                # This attempt counts the answer's tokens through its BatchShare: finding it in
+                # the cache must not charge them a second time.
+                cache.charge(key)
 
     return store
 

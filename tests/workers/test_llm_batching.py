@@ -18,6 +18,7 @@ import pytest
 from sqlalchemy import text
 
 from memory_core.cognition.llm import build_llm_write_skills
+from memory_core.cognition.llm.batch_extraction import BATCH_EXTRACTION_SKILL
 from memory_core.providers.openai_llm import OpenAIChatProvider
 from memory_core.settings import Settings
 from memory_core.write.context import WriteContext, build_write_context
@@ -209,6 +210,15 @@ def test_eight_messages_of_one_session_are_extracted_in_one_call_each_fact_on_it
     assert len({row["batch"]["id"] for row in outputs}) == 1
     assert sorted(row["batch"]["index"] for row in outputs) == list(range(1, 9))
     assert all(row["tokens"]["total_tokens"] > 0 for row in outputs)
+    # The usage accounting counts the batch as the one call it was, with all of its tokens.
+    usage = batch_path.path.memory.rows(
+        "SELECT sum(calls) AS calls, sum(input_tokens + output_tokens) AS tokens FROM llm_usage "
+        "WHERE agent_id = :a AND skill = :skill",
+        a=batch_path.path.agent_id,
+        skill=BATCH_EXTRACTION_SKILL,
+    )
+    assert usage[0]["calls"] == 1
+    assert usage[0]["tokens"] == sum(row["tokens"]["total_tokens"] for row in outputs)
 
 
 def test_a_broken_part_is_retried_alone_and_its_batch_mates_are_kept(batch_path: BatchPath) -> None:
@@ -236,10 +246,12 @@ def test_a_rate_limit_mid_batch_is_retried_after_its_wait_with_the_batch_kept_to
     assert len(extraction) == 3
     assert batch_path.model.calls["informed"] == 0
     assert extraction[2].received_at - extraction[0].received_at >= 1.0
-    attempts = batch_path.path.memory.rows(
-        "SELECT attempts FROM pipeline_runs WHERE event_id::text = ANY(:ids)", ids=ids
+    # A rate limit with Retry-After is a throttled retry, not a failed attempt.
+    retries = batch_path.path.memory.rows(
+        "SELECT attempts, throttled_retries FROM pipeline_runs WHERE event_id::text = ANY(:ids)", ids=ids
     )
-    assert sorted(row["attempts"] for row in attempts) == [0] * 8 + [1] * 8
+    assert sorted(row["attempts"] for row in retries) == [0] * 16
+    assert sorted(row["throttled_retries"] for row in retries) == [0] * 8 + [1] * 8
     assert_each_fact_on_its_message(batch_path, ids)
 
 

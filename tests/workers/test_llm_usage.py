@@ -134,6 +134,9 @@ def usage_stack(services: TestServices, tmp_path: Path) -> Iterator[UsageStack]:
             llm_base_url=stub.base_url,
             llm_model="stub-model",
             retrieval_bookkeeping_flush_s=0.2,
+            # One call per skill and message: the accounting of batched calls is tested with
+            # batching (tests/workers/test_llm_batching.py), whose stub speaks the batch prompt.
+            pipeline_llm_batching=False,
         )
         upgrade(settings)
 

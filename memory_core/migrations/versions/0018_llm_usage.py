@@ -9,8 +9,8 @@ range, and erasure finds the rows); ``ix_llm_usage_day`` serves the operator tot
 ``/metrics``, which sum only the last two days at every reading. Pages are filled to 70 % so an
 update of the counters (no indexed column changes) stays HOT. Downgrade drops the table.
 
-Revision ID: 0017
-Revises: 0016
+Revision ID: 0018
+Revises: 0017
 Create Date: 2027-01-20 10:00:00
 """
 
@@ -18,8 +18,8 @@ from collections.abc import Sequence
 
 from alembic import op
 
-revision: str = "0017"
-down_revision: str | None = "0016"
+revision: str = "0018"
+down_revision: str | None = "0017"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
