@@ -589,9 +589,10 @@ def test_a_batch_counts_known_message_ids_as_duplicates(
     assert ids[0] == ids[2]
     assert len(set(ids)) == 3
     assert stored_counts(db, agent)["memory_events"] == 3
-    # Two new events, two chains (small batches are published directly, once answered).
-    eventually_equal(lambda: broker.llen("ingest"), queued + 2)
-    assert settled(lambda: broker.llen("ingest")) == queued + 2
+    # Two new events, one chain of both (small batches are published directly, once answered, as
+    # one chunk: with an LLM, messages of one conversation share their extraction calls).
+    eventually_equal(lambda: broker.llen("ingest"), queued + 1)
+    assert settled(lambda: broker.llen("ingest")) == queued + 1
 
 
 def test_a_large_batch_is_published_through_one_dispatch_task(
