@@ -85,6 +85,8 @@ class ReconcilingModel:
     """
 
     bad_target: set[str] = field(default_factory=set)
+    # The first batched decision call answers this way instead (not JSON, a rate limit...).
+    first_batch_reply: StubReply | None = None
     calls: Counter[str] = field(default_factory=Counter)
     batch_sizes: list[int] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -108,6 +110,11 @@ class ReconcilingModel:
             answer = self._extraction(user)
         elif system.startswith("You keep an agent's memory"):
             kind = "reconcile_batch"
+            with self.lock:
+                special, self.first_batch_reply = self.first_batch_reply, None
+                if special is not None:
+                    self.calls[kind] += 1
+                    return special
             pieces = _FACT_SECTION.split(user)[1:]
             decisions = []
             for number, section in zip(pieces[::2], pieces[1::2], strict=True):
@@ -264,6 +271,27 @@ def test_an_unusable_decision_is_made_alone_and_its_batch_mates_are_kept(batched
     assert batched.model.calls["reconcile"] == 1  # the Globex fact alone
     assert batched.active_facts() == EXPECTED_AFTER_SECOND
     assert ("Rafael works at Acme", "Rafael works at Globex") in batched.superseded()
+
+
+def test_an_answer_unusable_as_a_whole_is_asked_again_in_halves(batched: ReconcilePath) -> None:
+    batched.model.first_batch_reply = StubReply.text("Let me think about these facts first.")
+    batched.send(FIRST)
+    batched.send(SECOND)
+    assert batched.model.calls["reconcile_batch"] == 3
+    assert batched.model.batch_sizes == [4, 4]
+    assert batched.model.calls["reconcile"] == 0
+    assert batched.active_facts() == EXPECTED_AFTER_SECOND
+
+
+def test_a_rate_limited_batch_is_retried_after_its_wait(batched: ReconcilePath) -> None:
+    batched.model.first_batch_reply = StubReply.error(429, "slow down", headers={"Retry-After": "1"})
+    batched.send(FIRST)
+    ids = batched.send(SECOND)
+    assert batched.model.calls["reconcile_batch"] == 2
+    assert batched.model.calls["reconcile"] == 0
+    assert batched.active_facts() == EXPECTED_AFTER_SECOND
+    attempts = batched.path.memory.rows("SELECT attempts FROM pipeline_runs WHERE event_id::text = ANY(:ids)", ids=ids)
+    assert sorted(row["attempts"] for row in attempts) == [1] * 8
 
 
 def test_a_redelivered_reconcile_stage_asks_the_model_nothing(batched: ReconcilePath) -> None:
