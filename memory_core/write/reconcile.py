@@ -3,7 +3,9 @@
 Always runs. Facts whose closest active fact of the same entity is below the similarity
 threshold, and that share no single-valued attribute slot with one, are ADDed without a
 skill call (the seeds' fast path). The rest go to the reconcile skill; a failed call means
-ADD (a near-duplicate beats a lost fact). Decisions are computed outside any lock from a
+ADD (a near-duplicate beats a lost fact). With an LLM and batching on, a chunk's decisions
+are asked for together first (:mod:`memory_core.write.reconcile_batching`) and found here in
+the run's LLM cache. Decisions are computed outside any lock from a
 snapshot; ``upsert`` re-checks them against what changed since.
 """
 

@@ -2138,7 +2138,9 @@ def run_ingest_benchmark(
             + f", ARANDU_PIPELINE_LLM_BATCHING=false then true; batches and imports in chains of up to "
             f"{load_settings().chunk_size} events of one agent; batches of up to "
             f"{load_settings().pipeline_llm_batch_max_messages} messages of one agent and session "
-            f"(~{load_settings().pipeline_llm_batch_max_tokens:,} prompt tokens); paced single messages at "
+            f"(~{load_settings().pipeline_llm_batch_max_tokens:,} prompt tokens) and of up to "
+            f"{load_settings().pipeline_llm_reconcile_batch_max} reconciliation decisions of one agent "
+            f"(~{load_settings().pipeline_llm_reconcile_batch_max_tokens:,} prompt tokens); paced single messages at "
             f"{LLM_PACED_RATE:.0f} msg/s.",
         )
         _collect(report, rows, notes, targets)
