@@ -212,6 +212,11 @@ class Settings(BaseSettings):
     # are not counted). A message over the budget on its own goes alone.
     pipeline_llm_batch_max_messages: int = Field(default=8, ge=1, le=64)
     pipeline_llm_batch_max_tokens: int = Field(default=6000, ge=100, le=200_000)
+    # With batching on, the new facts of one agent in a chunk that need a reconciliation
+    # decision are decided in one call, bounded by a number of decisions and an estimate of
+    # the prompt's tokens (new facts and the existing facts shown with each).
+    pipeline_llm_reconcile_batch_max: int = Field(default=24, ge=1, le=128)
+    pipeline_llm_reconcile_batch_max_tokens: int = Field(default=6000, ge=100, le=200_000)
 
     llm_provider: LLMProviderName | None = None
     llm_model: str | None = None

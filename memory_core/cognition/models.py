@@ -206,3 +206,23 @@ class BatchExtractionOutput(_Model):
     results: list[ExtractionOutput | None]
     errors: list[str | None]
     shares: list[int] = Field(default_factory=list)
+
+
+# --- batched reconciliation --------------------------------------------------------------
+
+
+class BatchReconcileInput(_Model):
+    """Several new facts of one agent, decided together; each keeps its own entity and existing facts."""
+
+    items: list[ReconcileInput]
+
+
+class BatchReconcileOutput(_Model):
+    """Per new fact of the batch, in its order: its decision, or None and why when its part was unusable.
+
+    ``shares`` is each fact's part of the call's answer in characters (to split its tokens).
+    """
+
+    results: list[ReconcileOutput | None]
+    errors: list[str | None]
+    shares: list[int] = Field(default_factory=list)

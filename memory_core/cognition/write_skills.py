@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from memory_core.cognition.models import (
     BatchExtractionInput,
     BatchExtractionOutput,
+    BatchReconcileInput,
+    BatchReconcileOutput,
     DisambiguationInput,
     DisambiguationOutput,
     EmotionInput,
@@ -25,6 +27,7 @@ class WriteSkills:
 
     ``extract_batch`` (informed extraction of several messages in one call) exists only where
     batching saves something: the LLM's. Without it every message is extracted on its own.
+    Likewise ``reconcile_batch`` decides several new facts of one agent in one call.
     """
 
     kind: str
@@ -34,3 +37,4 @@ class WriteSkills:
     reconcile: Skill[ReconcileInput, ReconcileOutput]
     tag_emotion: Skill[EmotionInput, EmotionOutput]
     extract_batch: Skill[BatchExtractionInput, BatchExtractionOutput] | None = None
+    reconcile_batch: Skill[BatchReconcileInput, BatchReconcileOutput] | None = None

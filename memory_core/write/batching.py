@@ -104,7 +104,7 @@ def plan_batches(members: Sequence[BatchMember], *, max_messages: int, max_token
     return batches
 
 
-def _split(total: int, weights: Sequence[int]) -> list[int]:
+def split_total(total: int, weights: Sequence[int]) -> list[int]:
     """``total`` cut into integer parts proportional to ``weights`` (even when they are all zero)."""
     if not weights:
         return []
@@ -128,11 +128,11 @@ def _token_shares(
     """
     input_tokens = int(getattr(usage, "input_tokens", 0))
     output_tokens = int(getattr(usage, "output_tokens", 0))
-    cached = _split(int(getattr(usage, "cached_input_tokens", 0)), [1] * len(members))
+    cached = split_total(int(getattr(usage, "cached_input_tokens", 0)), [1] * len(members))
     model = str(getattr(usage, "model", "") or "")
     calls = int(getattr(usage, "calls", 1) or 1)
-    inputs = _split(input_tokens, [len(member.prepared.inputs[0].message) + 1 for member in members])
-    outputs = _split(output_tokens, list(answer_chars))
+    inputs = split_total(input_tokens, [len(member.prepared.inputs[0].message) + 1 for member in members])
+    outputs = split_total(output_tokens, list(answer_chars))
     return [
         TokenCount(
             input_tokens=i,

@@ -36,7 +36,8 @@ from memory_core.write.extract import (
     informed_cache_key,
     prepare_extraction,
 )
-from memory_core.write.reconcile import CANDIDATES_PER_FACT, candidate_queries, reconcile_facts
+from memory_core.write.reconcile import CANDIDATES_PER_FACT, candidate_queries, reconcile_facts, reconcile_requests
+from memory_core.write.reconcile_batching import ReconcileMember, reconcile_in_batches
 from memory_core.write.repository import FactRow, KnownAliases, closest_active_facts_many
 from memory_core.write.resolve import resolve_entities, speaker_entity
 from memory_core.write.runs import RunView, StageCompletion, complete_stages, load_runs, relax_durability
@@ -44,6 +45,7 @@ from memory_core.write.schemas import (
     ExtractStageOutput,
     ReconcileStageOutput,
     ResolveStageOutput,
+    TokenCount,
     TraceStep,
     WriteResult,
 )
@@ -265,13 +267,32 @@ def _reconcile_inputs(session: Session, ready: Sequence[RunView]) -> dict[uuid.U
     }
 
 
+@dataclass(frozen=True)
+class _ReconcileBatches:
+    """What the chunk's batched decisions left each run: its LLM cache holding them, their tokens, the wait."""
+
+    caches: dict[uuid.UUID, SkillCache]
+    tokens: dict[uuid.UUID, TokenCount]
+    waited_s: float = 0.0
+
+
 def _compute_reconcile(
-    ctx: WriteContext, session: Session, run: RunView, *, prepared: Mapping[uuid.UUID, _ReconcileInput] | None = None
+    ctx: WriteContext,
+    session: Session,
+    run: RunView,
+    *,
+    prepared: Mapping[uuid.UUID, _ReconcileInput] | None = None,
+    batches: _ReconcileBatches | None = None,
 ) -> _Computed:
     started = time.perf_counter()
     item = (prepared or {}).get(run.event_id) or _reconcile_input(run)
     started -= item.shared_read_s
-    cache = SkillCache(ctx.sessions, run.event_id, run.stage_outputs.get("llm_cache") or {})
+    cache = batches.caches.get(run.event_id) if batches is not None else None
+    if cache is None:
+        cache = SkillCache(ctx.sessions, run.event_id, run.stage_outputs.get("llm_cache") or {})
+    batch_tokens = batches.tokens.get(run.event_id) if batches is not None else None
+    if batch_tokens is not None and batches is not None:
+        started -= batches.waited_s  # the message waited for its batch
     output = reconcile_facts(
         ctx,
         session,
@@ -283,6 +304,7 @@ def _compute_reconcile(
         config=ctx.config_for(run.options),
         cache=cache,
         candidates=item.candidates,
+        batch_tokens=batch_tokens,
     )
     return _Computed(_stage_completion(run, output, started))
 
@@ -297,6 +319,59 @@ _COMPUTE: dict[str, Callable[[WriteContext, Session, RunView], _Computed]] = {
 def _batching(ctx: WriteContext) -> bool:
     """Whether the extract stage batches messages: an LLM with a batch skill, and batching on."""
     return ctx.skills.kind == "llm" and ctx.skills.extract_batch is not None and ctx.settings.pipeline_llm_batching
+
+
+def _reconcile_batching(ctx: WriteContext) -> bool:
+    """Whether the reconcile stage batches decisions: an LLM with a batch skill, and batching on."""
+    return ctx.skills.kind == "llm" and ctx.skills.reconcile_batch is not None and ctx.settings.pipeline_llm_batching
+
+
+def _reconcile_batched(
+    ctx: WriteContext,
+    session: Session,
+    ready: Sequence[RunView],
+    prepared: Mapping[uuid.UUID, _ReconcileInput],
+    outcomes: dict[uuid.UUID, StageResult],
+) -> _ReconcileBatches:
+    """The decisions of the chunk's facts that need the reconcile skill, asked together per agent.
+
+    See :mod:`memory_core.write.reconcile_batching`: each decision lands in its run's LLM cache
+    under the key of its single call; a run failed by its batch (a rate limit, a request
+    error) gets the error in ``outcomes``.
+    """
+    caches = {
+        run.event_id: SkillCache(ctx.sessions, run.event_id, run.stage_outputs.get("llm_cache") or {}) for run in ready
+    }
+    members: list[ReconcileMember] = []
+    for run in ready:
+        item = prepared.get(run.event_id)
+        if item is None or item.candidates is None:
+            continue  # its own computation raises the error, for that run only
+        try:
+            requests = reconcile_requests(
+                facts=item.extract.facts,
+                entities=item.resolution.entities,
+                speaker_key=item.speaker_key,
+                occurred_at_iso=run.occurred_at.isoformat(),
+                config=ctx.config_for(run.options),
+                candidates=item.candidates,
+            )
+        except Exception:  # noqa: S112 - its own computation raises it again, failing that run alone
+            continue
+        cache = caches[run.event_id]
+        members.extend(
+            ReconcileMember(run.event_id, run.agent_id, run.arrival_key, request)
+            for request in requests
+            # Decided already (a redelivered stage): nothing to ask again.
+            if cache.get(request.cache_key) is None
+        )
+    if len(members) < 2:
+        return _ReconcileBatches(caches, {})
+    started = time.perf_counter()
+    session.close()  # no pooled connection waits while the threads call the model
+    batched = reconcile_in_batches(ctx, members, caches)
+    outcomes.update(batched.failures)
+    return _ReconcileBatches(caches, batched.tokens, time.perf_counter() - started)
 
 
 def _in_threads(
@@ -410,7 +485,12 @@ def _compute_all(
     elif stage == "reconcile" and ready:
         # Every fact's closest active facts, one statement for the chunk (a snapshot, as each
         # run's own reads would be: nothing is written between them; upsert re-checks).
-        compute = functools.partial(_compute_reconcile, prepared=_reconcile_inputs(session, ready))
+        prepared = _reconcile_inputs(session, ready)
+        batches: _ReconcileBatches | None = None
+        if _reconcile_batching(ctx):
+            batches = _reconcile_batched(ctx, session, ready, prepared, outcomes)
+            ready = [run for run in ready if run.event_id not in outcomes]
+        compute = functools.partial(_compute_reconcile, prepared=prepared, batches=batches)
 
     def attempt(run: RunView, shared: Session | None) -> _Computed | Exception:
         try:

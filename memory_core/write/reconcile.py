@@ -3,7 +3,9 @@
 Always runs. Facts whose closest active fact of the same entity is below the similarity
 threshold, and that share no single-valued attribute slot with one, are ADDed without a
 skill call (the seeds' fast path). The rest go to the reconcile skill; a failed call means
-ADD (a near-duplicate beats a lost fact). Decisions are computed outside any lock from a
+ADD (a near-duplicate beats a lost fact). With an LLM and batching on, a chunk's decisions
+are asked for together first (:mod:`memory_core.write.reconcile_batching`) and found here in
+the run's LLM cache. Decisions are computed outside any lock from a
 snapshot; ``upsert`` re-checks them against what changed since.
 """
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy.orm import Session
@@ -67,6 +70,82 @@ def candidate_queries(
     ]
 
 
+def reconcile_cache_key(index: int) -> str:
+    """The run's LLM-cache key of the decision on its fact ``index`` (batched decisions are stored under it too)."""
+    return f"reconcile:{index}"
+
+
+def _relevant(
+    fact: PreparedFact, found: Sequence[repository.FactRow], config: MemoryConfig
+) -> list[repository.FactRow]:
+    """The candidates worth a decision: similar enough, or holding the same single-valued slot."""
+    same_slot = is_single_valued(fact.attribute_key)
+    return [
+        candidate
+        for candidate in found
+        if candidate.similarity >= config.reconciliation_similarity_threshold
+        or (same_slot and candidate.attribute_key == fact.attribute_key)
+    ]
+
+
+def _skill_input(
+    fact: PreparedFact, entity: ResolvedEntity, relevant: Sequence[repository.FactRow], occurred_at: datetime
+) -> ReconcileInput:
+    return ReconcileInput(
+        entity_key=entity.canonical_key,
+        entity_name=entity.display_name,
+        new_text=fact.text,
+        new_attribute_key=fact.attribute_key,
+        new_valid_from=occurred_at,
+        existing=[
+            ExistingFact(
+                fact_id=candidate.fact_id,
+                text=candidate.text,
+                attribute_key=candidate.attribute_key,
+                valid_from=candidate.valid_from,
+                similarity=round(candidate.similarity, 4),
+            )
+            for candidate in relevant
+        ],
+    )
+
+
+@dataclass(frozen=True)
+class ReconcileRequest:
+    """A fact of a message that needs the reconcile skill: its index, its cache key, the skill's input."""
+
+    index: int
+    cache_key: str
+    skill_input: ReconcileInput
+
+
+def reconcile_requests(
+    *,
+    facts: Sequence[PreparedFact],
+    entities: Sequence[ResolvedEntity],
+    speaker_key: str,
+    occurred_at_iso: str,
+    config: MemoryConfig,
+    candidates: Sequence[Sequence[repository.FactRow]],
+) -> list[ReconcileRequest]:
+    """The skill calls :func:`reconcile_facts` would make for these facts and ``candidates``, same inputs.
+
+    The fast path's facts (nothing similar) are not among them.
+    """
+    if len(candidates) != len(facts):
+        raise ValueError(f"{len(candidates)} candidate lists for {len(facts)} facts")
+    occurred_at = datetime.fromisoformat(occurred_at_iso)
+    requests: list[ReconcileRequest] = []
+    for index, (fact, found) in enumerate(zip(facts, candidates, strict=True)):
+        relevant = _relevant(fact, found, config)
+        if relevant:
+            entity = entity_for(fact.subject, entities, speaker_key)
+            requests.append(
+                ReconcileRequest(index, reconcile_cache_key(index), _skill_input(fact, entity, relevant, occurred_at))
+            )
+    return requests
+
+
 def reconcile_facts(
     ctx: WriteContext,
     session: Session,
@@ -79,17 +158,21 @@ def reconcile_facts(
     config: MemoryConfig,
     cache: SkillCache | None = None,
     candidates: Sequence[Sequence[repository.FactRow]] | None = None,
+    batch_tokens: TokenCount | None = None,
 ) -> ReconcileStageOutput:
     """One decision per fact, in the facts' order.
 
     ``candidates``: the results of :func:`candidate_queries` for these facts, when read already
     (one statement for a chunk's messages); otherwise each fact's are read here.
+    ``batch_tokens``: this message's share of the batched calls that left its decisions in
+    ``cache`` (see :mod:`memory_core.write.reconcile_batching`).
     """
     started = time.perf_counter()
     occurred_at = datetime.fromisoformat(occurred_at_iso)
-    tokens = TokenCount()
+    tokens = batch_tokens or TokenCount()
     decisions: list[FactDecision] = []
     skill_calls = 0
+    batched = 0
     if candidates is not None and len(candidates) != len(facts):
         raise ValueError(f"{len(candidates)} candidate lists for {len(facts)} facts")
     for index, fact in enumerate(facts):
@@ -120,40 +203,21 @@ def reconcile_facts(
             )
         )
         decision.candidate_ids = [candidate.fact_id for candidate in found]
-        same_slot = is_single_valued(fact.attribute_key)
-        relevant = [
-            candidate
-            for candidate in found
-            if candidate.similarity >= config.reconciliation_similarity_threshold
-            or (same_slot and candidate.attribute_key == fact.attribute_key)
-        ]
+        relevant = _relevant(fact, found, config)
         if not relevant:
             decision.reason = "fast path: nothing similar"
             decisions.append(decision)
             continue
         skill_calls += 1
+        key = reconcile_cache_key(index)
+        if cache is not None and isinstance((cache.get(key) or {}).get("batch"), dict):
+            batched += 1
         call = call_skill(
             ctx.skills.reconcile,
-            ReconcileInput(
-                entity_key=entity.canonical_key,
-                entity_name=entity.display_name,
-                new_text=fact.text,
-                new_attribute_key=fact.attribute_key,
-                new_valid_from=occurred_at,
-                existing=[
-                    ExistingFact(
-                        fact_id=candidate.fact_id,
-                        text=candidate.text,
-                        attribute_key=candidate.attribute_key,
-                        valid_from=candidate.valid_from,
-                        similarity=round(candidate.similarity, 4),
-                    )
-                    for candidate in relevant
-                ],
-            ),
+            _skill_input(fact, entity, relevant, occurred_at),
             ReconcileOutput,
             cache=cache,
-            cache_key=f"reconcile:{index}",
+            cache_key=key,
             cacheable=ctx.skills.kind == "llm",
             release=ctx.release(session),
         )
@@ -174,6 +238,7 @@ def reconcile_facts(
             duration_ms=(time.perf_counter() - started) * 1000,
             data={
                 "skill_calls": skill_calls,
+                **({"batched": batched} if batched else {}),
                 "decisions": [{"text": d.text, "action": d.action, "target": d.target_fact_id} for d in decisions],
             },
         )

@@ -718,6 +718,7 @@ _PROFILE_LINE = re.compile(
 )
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _BATCH_SECTION = re.compile(r"^### Message (\d+)$", re.MULTILINE)
+_BATCH_FACT = re.compile(r"^### Fact (\d+)$", re.MULTILINE)
 
 PROMPT_KINDS = (
     ("You turn one chat message", "extract_informed"),
@@ -726,6 +727,7 @@ PROMPT_KINDS = (
     ("You write down what one chat message", "extract_blind.facts"),
     ("You find the relations", "extract_blind.relations"),
     ("You keep one entity's memory", "reconcile"),
+    ("You keep an agent's memory", "reconcile_batch"),
     ("You decide whether a name", "disambiguate"),
     ("You tag the emotional tone", "emotion"),
 )
@@ -813,6 +815,13 @@ class StubModel:
                 "messages": [
                     {"index": number, **self.answer("extract_informed", known + part)}
                     for number, part in self._batch_parts(user)
+                ]
+            }
+        if kind == "reconcile_batch":
+            return {
+                "decisions": [
+                    {"index": int(number), "action": "ADD", "target_fact_id": None, "reason": "New information."}
+                    for number in _BATCH_FACT.findall(user)
                 ]
             }
         if kind == "reconcile":
@@ -2129,7 +2138,9 @@ def run_ingest_benchmark(
             + f", ARANDU_PIPELINE_LLM_BATCHING=false then true; batches and imports in chains of up to "
             f"{load_settings().chunk_size} events of one agent; batches of up to "
             f"{load_settings().pipeline_llm_batch_max_messages} messages of one agent and session "
-            f"(~{load_settings().pipeline_llm_batch_max_tokens:,} prompt tokens); paced single messages at "
+            f"(~{load_settings().pipeline_llm_batch_max_tokens:,} prompt tokens) and of up to "
+            f"{load_settings().pipeline_llm_reconcile_batch_max} reconciliation decisions of one agent "
+            f"(~{load_settings().pipeline_llm_reconcile_batch_max_tokens:,} prompt tokens); paced single messages at "
             f"{LLM_PACED_RATE:.0f} msg/s.",
         )
         _collect(report, rows, notes, targets)

@@ -9,6 +9,7 @@ provider errors propagate: fallbacks are the pipeline's decision.
 from __future__ import annotations
 
 from memory_core.cognition.llm.batch_extraction import BatchExtractionSkill
+from memory_core.cognition.llm.batch_reconciliation import BatchReconcileSkill
 from memory_core.cognition.llm.emotion import EmotionSkill
 from memory_core.cognition.llm.extraction import BlindExtractionSkill, InformedExtractionSkill
 from memory_core.cognition.llm.reconciliation import ReconcileSkill
@@ -18,6 +19,7 @@ from memory_core.providers.protocols import LLMProvider
 
 __all__ = [
     "BatchExtractionSkill",
+    "BatchReconcileSkill",
     "BlindExtractionSkill",
     "DisambiguationSkill",
     "EmotionSkill",
@@ -41,4 +43,5 @@ def build_llm_write_skills(provider: LLMProvider) -> WriteSkills:
         reconcile=ReconcileSkill(provider),
         tag_emotion=EmotionSkill(provider),
         extract_batch=BatchExtractionSkill(provider),
+        reconcile_batch=BatchReconcileSkill(provider),
     )

@@ -10,7 +10,7 @@ from memory_core.cognition.models import ExistingFact, ReconcileInput, Reconcile
 from memory_core.cognition.skill import SkillOutcome, SkillOutputError
 from memory_core.providers.protocols import LLMProvider
 
-__all__ = ["RECONCILE_SKILL", "ReconcileSkill"]
+__all__ = ["RECONCILE_SKILL", "ReconcileSkill", "render_existing", "render_new_fact"]
 
 RECONCILE_SKILL = "reconcile"
 
@@ -24,21 +24,27 @@ def _key(attribute_key: str | None) -> str:
     return f" [{attribute_key}]" if attribute_key else ""
 
 
-def _existing(fact: ExistingFact) -> str:
+def render_existing(fact: ExistingFact) -> str:
+    """An existing fact's line: its id, since when it holds, its similarity to the new fact, its text."""
     return (
         f"- id {fact.fact_id} | since {_day(fact.valid_from)} | similarity {fact.similarity:.2f} | "
         f"{fact.text}{_key(fact.attribute_key)}"
     )
 
 
+def render_new_fact(skill_input: ReconcileInput) -> str:
+    """The new fact's line: since when it holds, its text and attribute key."""
+    since = _day(skill_input.new_valid_from)
+    return f"NEW fact (since {since}): {skill_input.new_text}{_key(skill_input.new_attribute_key)}"
+
+
 def _render(skill_input: ReconcileInput) -> str:
     return "\n".join(
         [
             f"Entity: {skill_input.entity_name}",
-            f"NEW fact (since {_day(skill_input.new_valid_from)}): "
-            f"{skill_input.new_text}{_key(skill_input.new_attribute_key)}",
+            render_new_fact(skill_input),
             "EXISTING facts:",
-            *(_existing(fact) for fact in skill_input.existing),
+            *(render_existing(fact) for fact in skill_input.existing),
         ]
     )
 

@@ -1,0 +1,154 @@
+"""Batched reconciliation: the new facts of one agent that need a decision, decided by one LLM call.
+
+The model sees the new facts numbered, each under its own entity with its own existing facts
+(exactly what the single-fact call would show), and answers one decision per number. Every
+decision is checked on its own, so one unusable part costs only its fact (the caller decides
+that one alone):
+
+- its index must name a fact of the batch, and be answered exactly once;
+- it must validate as a decision;
+- an UPDATE, NOOP or DELETE must target one of the existing facts listed under its own number.
+
+An answer that is not JSON at all, or has no list of decisions, raises
+:class:`~memory_core.cognition.skill.SkillOutputError` like any other skill; provider errors
+propagate untouched.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError
+
+from memory_core.cognition.llm.prompts import BATCH_RECONCILE_PROMPT
+from memory_core.cognition.llm.reconciliation import render_existing, render_new_fact
+from memory_core.cognition.llm_skill import LLMSkill
+from memory_core.cognition.models import BatchReconcileInput, BatchReconcileOutput, ReconcileInput, ReconcileOutput
+from memory_core.cognition.skill import SkillOutcome, SkillOutputError
+from memory_core.providers.protocols import LLMProvider, strip_code_fences
+
+__all__ = ["BATCH_RECONCILE_SKILL", "BatchReconcileSkill", "render_reconcile_batch"]
+
+BATCH_RECONCILE_SKILL = "reconcile_batch"
+
+
+class _BatchDecision(ReconcileOutput):
+    """The decision on one numbered new fact."""
+
+    index: int = Field(description="the new fact's number, copied from its header")
+
+
+class _BatchAnswer(BaseModel):
+    """One decision per numbered new fact, in any order."""
+
+    decisions: list[_BatchDecision] = Field(default_factory=list)
+
+
+def _fact_block(number: int, item: ReconcileInput) -> list[str]:
+    return [
+        "",
+        f"### Fact {number}",
+        f"Entity: {item.entity_name}",
+        render_new_fact(item),
+        "EXISTING facts:",
+        *(render_existing(fact) for fact in item.existing),
+    ]
+
+
+def render_reconcile_batch(batch: BatchReconcileInput) -> str:
+    """The user message of a batch: how many facts, then every new fact under its number with its own list."""
+    lines = [f"New facts: {len(batch.items)}, numbered 1 to {len(batch.items)}."]
+    for number, item in enumerate(batch.items, start=1):
+        lines.extend(_fact_block(number, item))
+    return "\n".join(lines)
+
+
+def _salvage(raw_text: str) -> list[Any] | None:
+    """The raw decisions of an answer that failed validation as a whole, or None when it has none."""
+    text = strip_code_fences(raw_text)
+    first, last = text.find("{"), text.rfind("}")
+    for candidate in (text, text[first : last + 1] if 0 <= first < last else ""):
+        try:
+            data = json.loads(candidate)
+        except ValueError:
+            continue
+        if isinstance(data, dict) and isinstance(data.get("decisions"), list):
+            return list(data["decisions"])
+    return None
+
+
+class BatchReconcileSkill:
+    """Reconciliation of several new facts in one call; per fact a decision or the reason it has none."""
+
+    def __init__(self, provider: LLMProvider, *, temperature: float = 0.0, max_tokens: int | None = None) -> None:
+        self.llm: LLMSkill[BatchReconcileInput, _BatchAnswer] = LLMSkill(
+            name=BATCH_RECONCILE_SKILL,
+            system_prompt=BATCH_RECONCILE_PROMPT,
+            render_user=render_reconcile_batch,
+            output_model=_BatchAnswer,
+            provider=provider,
+            temperature=temperature,
+            max_tokens=max_tokens,
+        )
+
+    @property
+    def name(self) -> str:
+        """``reconcile_batch``."""
+        return BATCH_RECONCILE_SKILL
+
+    def run(self, batch: BatchReconcileInput, /) -> SkillOutcome[BatchReconcileOutput]:
+        """Ask once for every new fact; check each decision on its own."""
+        try:
+            outcome = self.llm.run(batch)
+        except SkillOutputError as error:
+            salvaged = _salvage(error.raw_text)
+            if salvaged is None:
+                raise
+            return SkillOutcome(output=self._sort(batch, salvaged), usage=error.usage, error=error.message)
+        items: list[Any] = list(outcome.output.decisions)
+        return SkillOutcome(output=self._sort(batch, items), usage=outcome.usage, duration_ms=outcome.duration_ms)
+
+    @staticmethod
+    def _sort(batch: BatchReconcileInput, items: list[Any]) -> BatchReconcileOutput:
+        count = len(batch.items)
+        results: list[ReconcileOutput | None] = [None] * count
+        errors: list[str | None] = ["no decision for this fact"] * count
+        shares = [0] * count
+        answered: dict[int, int] = {}
+        parsed: dict[int, _BatchDecision] = {}
+        for raw in items:
+            try:
+                item = raw if isinstance(raw, _BatchDecision) else _BatchDecision.model_validate(raw)
+            except ValidationError as error:
+                # Which fact it was for is known only if the index itself is readable.
+                index = raw.get("index") if isinstance(raw, dict) else None
+                if isinstance(index, int) and 1 <= index <= count:
+                    errors[index - 1] = f"unusable decision: {error.errors()[0]['msg']}"
+                    answered[index] = answered.get(index, 0) + 1
+                continue
+            if not 1 <= item.index <= count:
+                continue  # a number no fact has: nothing to attribute it to
+            answered[item.index] = answered.get(item.index, 0) + 1
+            parsed[item.index] = item
+        for index, item in parsed.items():
+            position = index - 1
+            if answered[index] > 1:
+                errors[position] = "decided more than once"
+                continue
+            decision = ReconcileOutput(action=item.action, target_fact_id=item.target_fact_id, reason=item.reason)
+            if decision.action == "ADD":
+                decision = decision.model_copy(update={"target_fact_id": None})
+            else:
+                target = (decision.target_fact_id or "").strip()
+                known = {fact.fact_id for fact in batch.items[position].existing}
+                if target not in known:
+                    errors[position] = (
+                        f"{decision.action} names no target" if not target else f"targets unknown fact {target!r}"
+                    )
+                    continue
+                decision = decision.model_copy(update={"target_fact_id": target})
+            results[position] = decision
+            errors[position] = None
+            shares[position] = len(item.model_dump_json())
+        return BatchReconcileOutput(results=results, errors=errors, shares=shares)
