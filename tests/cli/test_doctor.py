@@ -72,6 +72,8 @@ def test_doctor_passes_on_a_healthy_stack_and_names_the_broker_when_it_stops(
             "ingest_concurrency": 1,
             "apply_concurrency": 1,
             "log_level": "WARNING",
+            # Beat's first task (the sweeper) after 3 s rather than 30: what the doctor waits to see.
+            "pipeline_sweep_interval_s": 3,
         }
         env = service_env(**values)
         settings = api_settings(migrated_database_url, redis.url, tmp_path / "home", flower_password=FLOWER_PASSWORD)
@@ -85,7 +87,7 @@ def test_doctor_passes_on_a_healthy_stack_and_names_the_broker_when_it_stops(
             background = [*workers, beat, flower]
             url = stack.enter_context(serve_api(settings))
 
-            # Workers take a while to start on a busy machine, and Beat sends its first task after 30 s.
+            # Workers take a while to start on a busy machine, and Beat sends its first task after 3 s.
             deadline = time.monotonic() + 150
             while True:
                 healthy = _doctor(env, url, "--json")
