@@ -23,13 +23,13 @@ def main(argv: list[str] | None = None) -> int:
     ingest = sub.add_parser(
         "ingest",
         help="write path: end to end (offline and LLM stub), API acceptance, historical import",
-        description="Ingest benchmark of the real stack; appends its figures to ops/bench/RESULTS.md.",
+        description="Ingest benchmark of the real stack; records its figures in ops/bench/RESULTS.md.",
     )
     ingest.add_argument("--quick", action="store_true", help="every phase at a tenth of the size (smoke run)")
     ingest.add_argument(
         "--keep-home", action="store_true", help="keep the temporary ARANDU_HOME (logs, database) for diagnosis"
     )
-    ingest.add_argument("--no-record", action="store_true", help="print the figures without appending to RESULTS.md")
+    ingest.add_argument("--no-record", action="store_true", help="print the figures, not recorded in RESULTS.md")
     ingest.add_argument(
         "--env",
         action="append",
@@ -54,13 +54,13 @@ def main(argv: list[str] | None = None) -> int:
     retrieve = sub.add_parser(
         "retrieve",
         help="read path: retrieve latency, throughput and semantic recall at 1k/10k/100k facts in a 1M-fact table",
-        description="Retrieval benchmark of the real stack; appends its figures to ops/bench/RESULTS.md.",
+        description="Retrieval benchmark of the real stack; records its figures in ops/bench/RESULTS.md.",
     )
     retrieve.add_argument("--quick", action="store_true", help="a tenth of the table, smaller agents (smoke run)")
     retrieve.add_argument(
         "--keep-home", action="store_true", help="keep the temporary ARANDU_HOME (logs, database) for diagnosis"
     )
-    retrieve.add_argument("--no-record", action="store_true", help="print the figures without appending to RESULTS.md")
+    retrieve.add_argument("--no-record", action="store_true", help="print the figures, not recorded in RESULTS.md")
     retrieve.add_argument(
         "--reuse-home",
         type=Path,
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     vector = sub.add_parser(
         "vector-search",
         help="per-agent HNSW indexes against one table-wide index with pgvector's iterative scans",
-        description="Vector search design A/B on a kept retrieve home; appends its figures to ops/bench/RESULTS.md.",
+        description="Vector search design A/B on a kept retrieve home; records its figures in ops/bench/RESULTS.md.",
     )
     vector.add_argument(
         "--reuse-home",
@@ -87,11 +87,11 @@ def main(argv: list[str] | None = None) -> int:
         required=True,
         help="the home of a ./ops/bench/retrieve --keep-home run",
     )
-    vector.add_argument("--no-record", action="store_true", help="print the figures without appending to RESULTS.md")
+    vector.add_argument("--no-record", action="store_true", help="print the figures, not recorded in RESULTS.md")
     locomo = sub.add_parser(
         "locomo",
         help="LoCoMo retrieval recall@5/10/25 through the real pipeline, hashing and local MiniLM embeddings",
-        description="LoCoMo retrieval-recall benchmark; appends its figures to ops/bench/RESULTS.md.",
+        description="LoCoMo retrieval-recall benchmark; records its figures in ops/bench/RESULTS.md.",
     )
     locomo.add_argument(
         "--embedder",
@@ -103,37 +103,35 @@ def main(argv: list[str] | None = None) -> int:
     locomo.add_argument(
         "--keep-home", action="store_true", help="keep the temporary ARANDU_HOME (logs, database) for diagnosis"
     )
-    locomo.add_argument("--no-record", action="store_true", help="print the figures without appending to RESULTS.md")
+    locomo.add_argument("--no-record", action="store_true", help="print the figures, not recorded in RESULTS.md")
     trgm = sub.add_parser(
         "entity-trgm",
         help="entity resolution's fuzzy band: name embeddings + pgvector against pg_trgm (decisions and speed)",
-        description="Fuzzy-band A/B on the resolution tests and LoCoMo; appends its figures to ops/bench/RESULTS.md.",
+        description="Fuzzy-band A/B on the resolution tests and LoCoMo; records its figures in ops/bench/RESULTS.md.",
     )
     trgm.add_argument("--quick", action="store_true", help="LoCoMo's first two sessions, fewer timed rounds")
     trgm.add_argument("--embedder", choices=("hashing", "local"), default="hashing", help="the name embedder of today")
-    trgm.add_argument("--no-record", action="store_true", help="print the figures without appending to RESULTS.md")
+    trgm.add_argument("--no-record", action="store_true", help="print the figures, not recorded in RESULTS.md")
     maintenance = sub.add_parser(
         "maintenance",
         help="one full maintenance cycle (every job) for 100 agents x 1,000 facts, offline skills",
-        description="Maintenance benchmark of the real stack; appends its figures to ops/bench/RESULTS.md.",
+        description="Maintenance benchmark of the real stack; records its figures in ops/bench/RESULTS.md.",
     )
     maintenance.add_argument("--quick", action="store_true", help="10 agents x 200 facts (smoke run)")
     maintenance.add_argument(
         "--keep-home", action="store_true", help="keep the temporary ARANDU_HOME (logs, database) for diagnosis"
     )
-    maintenance.add_argument(
-        "--no-record", action="store_true", help="print the figures without appending to RESULTS.md"
-    )
+    maintenance.add_argument("--no-record", action="store_true", help="print the figures, not recorded in RESULTS.md")
     stall = sub.add_parser(
         "stall",
         help="p95 of normal retrieves alone and beside 6 clients sending maximal queries (one client must not stall)",
-        description="Stall benchmark of the real stack; appends its figures to ops/bench/RESULTS.md.",
+        description="Stall benchmark of the real stack; records its figures in ops/bench/RESULTS.md.",
     )
     stall.add_argument("--quick", action="store_true", help="fewer messages and retrieves (smoke run)")
     stall.add_argument(
         "--keep-home", action="store_true", help="keep the temporary ARANDU_HOME (logs, database) for diagnosis"
     )
-    stall.add_argument("--no-record", action="store_true", help="print the figures without appending to RESULTS.md")
+    stall.add_argument("--no-record", action="store_true", help="print the figures, not recorded in RESULTS.md")
     args = parser.parse_args(argv)
     raw_args = list(sys.argv[1:] if argv is None else argv)
 

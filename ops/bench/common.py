@@ -21,6 +21,7 @@ import contextlib
 import math
 import os
 import platform
+import re
 import shutil
 import signal
 import socket
@@ -204,10 +205,14 @@ def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 RESULTS_HEADER = """\
 # Benchmark results
 
-Every run of a benchmark under `ops/bench/` appends one section here: the date (UTC), the
-machine (CPUs, CPU model, RAM, Python), the exact command, and the figures with their
-targets. Runs are never edited afterwards, so the file is the history of the service's
-performance; compare runs made on the same kind of machine only.
+A dashboard: for each benchmark under `ops/bench/` (and `ops/chaos`), its latest recorded run:
+the date (UTC), the machine (CPUs, CPU model, RAM, Python, a speed probe), the exact command,
+the figures with their targets (met / MISSED), CPU per unit of work and peak memory. A run
+with `--record` (the default; `--no-record` prints only) replaces its benchmark's section;
+earlier runs and the investigations written beside them are in git history
+(`git log -p ops/bench/RESULTS.md`). These hosts are shared and their speed moves about 2x
+within an hour: compare changes by A/B runs made side by side, and read times as ratios or as
+CPU per message / per retrieve, which hold steadier across hosts.
 
 What is measured:
 
@@ -225,15 +230,48 @@ What is measured:
 - `--quick` runs are smoke runs at a tenth of the size; their figures are not comparable.
 """
 
+# "## Ingest — 2026-12-07 05:59 UTC", "## Outages (ops/chaos), 2026-12-07 05:31 UTC",
+# "## Vector search: ... (2026-12-07 01:41 UTC)": the benchmark is what precedes the date.
+_SECTION_TITLE = re.compile(r"^## (?P<name>.+?)(?: —|,| \() ?\d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC\)?(?P<rest>.*)$")
+
+
+def benchmark_of(title: str) -> str | None:
+    """The benchmark a section's title names (quick runs apart), None for a title of another shape."""
+    match = _SECTION_TITLE.match(title.strip())
+    if match is None or "hand-written" in title:
+        return None
+    return match.group("name") + (" (quick)" if "quick" in match.group("rest") else "")
+
+
+def split_sections(text: str) -> tuple[str, list[str]]:
+    """The text before the first ``## `` heading, and each ``## `` section (heading included)."""
+    parts = re.split(r"(?m)^(?=## )", text)
+    return parts[0], [part for part in parts[1:] if part.strip()]
+
 
 def append_results(section: str, path: Path = RESULTS_PATH) -> None:
-    """Append a markdown section to the results file, creating it with its header if needed."""
+    """Record ``section`` on the dashboard: it replaces the previous section of its benchmark, else is added.
+
+    Sections whose title names no benchmark (or an unknown one) are kept as they are; the file
+    is created with its header if needed.
+    """
     if not path.exists() or not path.read_text().strip():
         path.write_text(RESULTS_HEADER)
-    existing = path.read_text()
-    separator = "" if existing.endswith("\n\n") else ("\n" if existing.endswith("\n") else "\n\n")
-    with path.open("a") as handle:
-        handle.write(separator + section.rstrip() + "\n")
+    preamble, sections = split_sections(path.read_text())
+    new_section = section.strip() + "\n"
+    name = benchmark_of(new_section.splitlines()[0])
+    kept: list[str] = []
+    replaced = False
+    for existing in sections:
+        if name is not None and benchmark_of(existing.splitlines()[0]) == name:
+            if not replaced:
+                kept.append(new_section)
+                replaced = True
+            continue
+        kept.append(existing.rstrip() + "\n")
+    if not replaced:
+        kept.append(new_section)
+    path.write_text(preamble.rstrip() + "\n\n" + "\n".join(kept))
 
 
 # ---- the stack -------------------------------------------------------------------------

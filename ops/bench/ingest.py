@@ -2033,7 +2033,10 @@ def _section(
     rows: Sequence[Row],
     notes: Sequence[str],
 ) -> str:
-    title = f"## Ingest — {machine.date:%Y-%m-%d %H:%M} UTC" + (" — quick (a tenth of the size)" if quick else "")
+    # The LLM phases alone are a benchmark of their own on the dashboard (a run of them replaces
+    # the previous one, not the whole ingest run).
+    name = "Ingest, LLM stub phases" if "--llm-only" in command else "Ingest"
+    title = f"## {name} — {machine.date:%Y-%m-%d %H:%M} UTC" + (" — quick (a tenth of the size)" if quick else "")
     table = markdown_table(
         ("phase", "measure", "result", "target"), [(r.phase, r.measure, r.result, r.target) for r in rows]
     )
