@@ -117,22 +117,20 @@ def split_total(total: int, weights: Sequence[int]) -> list[int]:
     return parts
 
 
-def _token_shares(
-    usage: Any, members: Sequence[BatchMember], answer_chars: Sequence[int], *, skill: str, failed: bool = False
+def call_shares(
+    usage: Any, input_weights: Sequence[int], answer_chars: Sequence[int], *, skill: str, failed: bool = False
 ) -> list[TokenCount]:
-    """A call's tokens spread over its messages: the prompt by message size, the answer by each part's size.
+    """One call's tokens spread over its parts: the prompt by ``input_weights``, the answer by ``answer_chars``.
 
     Each share carries its line of the usage accounting (``llm_usage``); the call itself (and its
-    failure, if it gave nothing usable) is counted on the first message's share only, so the
-    batch's shares add up to one call.
+    failure, if it gave nothing usable) is counted on the first part's share only, so the shares
+    add up to one call. Batched extraction and batched reconciliation share this.
     """
-    input_tokens = int(getattr(usage, "input_tokens", 0))
-    output_tokens = int(getattr(usage, "output_tokens", 0))
-    cached = split_total(int(getattr(usage, "cached_input_tokens", 0)), [1] * len(members))
+    inputs = split_total(int(getattr(usage, "input_tokens", 0)), list(input_weights))
+    outputs = split_total(int(getattr(usage, "output_tokens", 0)), list(answer_chars))
+    cached = split_total(int(getattr(usage, "cached_input_tokens", 0)), [1] * len(inputs))
     model = str(getattr(usage, "model", "") or "")
     calls = int(getattr(usage, "calls", 1) or 1)
-    inputs = split_total(input_tokens, [len(member.prepared.inputs[0].message) + 1 for member in members])
-    outputs = split_total(output_tokens, list(answer_chars))
     return [
         TokenCount(
             input_tokens=i,
@@ -153,6 +151,14 @@ def _token_shares(
         )
         for position, (i, o, c) in enumerate(zip(inputs, outputs, cached, strict=True))
     ]
+
+
+def _token_shares(
+    usage: Any, members: Sequence[BatchMember], answer_chars: Sequence[int], *, skill: str, failed: bool = False
+) -> list[TokenCount]:
+    """A batch's tokens over its messages: the prompt by message size, the answer by each part's size."""
+    weights = [len(member.prepared.inputs[0].message) + 1 for member in members]
+    return call_shares(usage, weights, answer_chars, skill=skill, failed=failed)
 
 
 class _Batcher:

@@ -33,11 +33,11 @@ from memory_core.cognition.models import BatchReconcileInput, BatchReconcileOutp
 from memory_core.cognition.skill import Skill, SkillOutputError
 from memory_core.db.statements import sql
 from memory_core.providers.errors import ProviderRequestError, ProviderResponseError, RetryableProviderError
-from memory_core.write.batching import split_total
+from memory_core.write.batching import call_shares
 from memory_core.write.context import WriteContext
 from memory_core.write.extract import CHARS_PER_TOKEN
 from memory_core.write.reconcile import ReconcileRequest
-from memory_core.write.schemas import SkillTokens, TokenCount
+from memory_core.write.schemas import TokenCount
 from memory_core.write.skill_calls import SkillCache
 
 # The lines around each new fact in a batch's prompt (its number, entity, dates), in characters.
@@ -124,36 +124,9 @@ def plan_reconcile_batches(
 def _token_shares(
     usage: Any, members: Sequence[ReconcileMember], answer_chars: Sequence[int], *, skill: str, failed: bool = False
 ) -> list[TokenCount]:
-    """A call's tokens spread over its facts: the prompt by each fact's size, the answer by each decision's.
-
-    Each share carries its line of the usage accounting (``llm_usage``); the call itself (and its
-    failure) is counted on the first fact's share only, so the shares add up to one call.
-    """
-    inputs = split_total(int(getattr(usage, "input_tokens", 0)), [_estimate_chars(member) for member in members])
-    outputs = split_total(int(getattr(usage, "output_tokens", 0)), list(answer_chars))
-    cached = split_total(int(getattr(usage, "cached_input_tokens", 0)), [1] * len(members))
-    model = str(getattr(usage, "model", "") or "")
-    calls = int(getattr(usage, "calls", 1) or 1)
-    return [
-        TokenCount(
-            input_tokens=i,
-            output_tokens=o,
-            total_tokens=i + o,
-            cached_input_tokens=c,
-            by_skill=[
-                SkillTokens(
-                    skill=skill,
-                    model=model,
-                    calls=calls if position == 0 else 0,
-                    failures=1 if failed and position == 0 else 0,
-                    input_tokens=i,
-                    output_tokens=o,
-                    cached_input_tokens=c,
-                )
-            ],
-        )
-        for position, (i, o, c) in enumerate(zip(inputs, outputs, cached, strict=True))
-    ]
+    """A call's tokens over its facts: the prompt by each fact's size, the answer by each decision's."""
+    weights = [_estimate_chars(member) for member in members]
+    return call_shares(usage, weights, answer_chars, skill=skill, failed=failed)
 
 
 class _Batcher:
