@@ -41,6 +41,7 @@ __all__ = [
     "ScriptedJSONServer",
     "StubReply",
     "approx_tokens",
+    "schema_text",
     "stub_vector",
 ]
 
@@ -51,6 +52,14 @@ EMBEDDINGS = "embeddings"
 def approx_tokens(text: str) -> int:
     """OpenAI's rule of thumb (about four characters a token), at least 1 for non-empty text."""
     return math.ceil(len(text) / 4) if text else 0
+
+
+def schema_text(response_format: Any) -> str:
+    """The JSON schema of a ``json_schema`` response format, compact (what a prompt pays for), else ``""``."""
+    if not isinstance(response_format, dict) or response_format.get("type") != "json_schema":
+        return ""
+    schema = (response_format.get("json_schema") or {}).get("schema")
+    return json.dumps(schema, ensure_ascii=False, separators=(",", ":")) if schema else ""
 
 
 def stub_vector(text: str, dimensions: int) -> list[float]:
@@ -436,6 +445,8 @@ class OpenAIStub(ScriptedJSONServer):
         content = "{}" if reply.content is None else reply.content
         messages = body.get("messages") or []
         prompt_tokens = sum(approx_tokens(str(message.get("content", ""))) + 4 for message in messages)
+        # A strict schema is part of the prompt the model reads: OpenAI counts it in prompt_tokens.
+        prompt_tokens += approx_tokens(schema_text(body.get("response_format")))
         completion_tokens = approx_tokens(content)
         usage = dict(
             reply.usage
