@@ -770,12 +770,24 @@ class StubModel:
         # Extraction calls spent on messages that carry nothing to remember (small talk, replies).
         self.chatter_calls = 0
         self._lock = threading.Lock()
+        # The OpenAIStub answering with this model (set once it is started): its usage sums.
+        self.stub: Any = None
 
     def reset(self) -> None:
-        """Forget the call counts."""
+        """Forget the call counts (and the stub's usage sums, when it serves through this model)."""
         with self._lock:
             self.calls.clear()
             self.chatter_calls = 0
+        if self.stub is not None:
+            with self.stub._lock:
+                self.stub.chat_usage.clear()
+
+    def served(self) -> Counter[str]:
+        """The stub's usage sums since the last reset: prompt, completion and cached tokens."""
+        if self.stub is None:
+            return Counter()
+        with self.stub._lock:
+            return Counter(self.stub.chat_usage)
 
     def counts(self) -> Counter[str]:
         """Calls by skill so far (a copy)."""
@@ -1159,8 +1171,9 @@ class Sizes:
     locomo_fraction: float = 1.0
     # Caps on the waits, so that a stalled pipeline still ends the run well under 15 minutes.
     e2e_timeout_s: float = 180.0
-    llm_timeout_s: float = 120.0
-    locomo_timeout_s: float = 180.0
+    llm_timeout_s: float = 180.0
+    # Three modes of the LLM phases import LoCoMo one after the other, the first one unbatched.
+    locomo_timeout_s: float = 300.0
 
     @classmethod
     def quick(cls) -> Sizes:
@@ -1788,6 +1801,27 @@ class ModeFigures:
     unexplained_facts: int = 0
     breakdown: str = ""
     foreign_examples: list[str] = field(default_factory=list)
+    # What the stub served (OpenAI's prompt-cache rule simulated): prompt and cached prompt tokens.
+    served_prompt: int = 0
+    served_cached: int = 0
+    served_completion: int = 0
+
+    def serve(self, served: Counter[str]) -> None:
+        """Take the stub's usage sums of this workload."""
+        self.served_prompt = served["prompt_tokens"]
+        self.served_cached = served["cached_tokens"]
+        self.served_completion = served["completion_tokens"]
+
+    @property
+    def cached_share(self) -> float:
+        """Share of the prompt tokens OpenAI's prompt cache would have served."""
+        return self.served_cached / self.served_prompt if self.served_prompt else math.nan
+
+    @property
+    def billed_per_message(self) -> float:
+        """Tokens per message with cached prompt tokens at half price (OpenAI's discount for gpt-4o-mini)."""
+        billed = self.served_prompt - self.served_cached / 2 + self.served_completion
+        return billed / self.messages if self.messages else math.nan
 
     @property
     def calls_per_message(self) -> float:
@@ -1866,6 +1900,7 @@ def _paced_llm(
         pending=stats.pending,
         breakdown=_calls_breakdown(calls),
     )
+    figures.serve(model.served())
     return figures, stats
 
 
@@ -1923,6 +1958,7 @@ def phase_llm_batching(
             pending=stats.pending,
             breakdown=_calls_breakdown(calls),
         )
+        burst[mode].serve(model.served())
         report.notes.extend(e2e.notes)
         paced[mode], _ = _paced_llm(
             stack,
@@ -1947,6 +1983,7 @@ def phase_llm_batching(
                 pending=import_stats.pending,
                 breakdown=_calls_breakdown(calls),
             )
+            figures.serve(model.served())
             imports, _ = locomo_imports(LOCOMO_PATH, sizes.locomo_fraction)
             memory_figures(stack.database_url, list(imports), model, figures)
             locomo[mode] = figures
@@ -1998,6 +2035,16 @@ def _batching_rows(
                 " -> ".join(f"{figure.tokens_per_message:,.0f}" for _, figure in shown)
                 + f" (batched / {base_name}: {token_ratio:.2f}x)",
                 f"<= {TARGET_TOKEN_RATIO}x: {verdict(token_ok)}",
+            )
+        )
+        rows.append(
+            Row(
+                label,
+                f"prompt tokens OpenAI's cache would serve; tokens per message billed with them at half price, {modes}",
+                " -> ".join(f"{figure.cached_share * 100:.0f}%" for _, figure in shown)
+                + "; "
+                + " -> ".join(f"{figure.billed_per_message:,.0f}" for _, figure in shown)
+                + f" (batched / {base_name}: {_ratio(on.billed_per_message, base.billed_per_message):.2f}x)",
             )
         )
         speed = _ratio(on.rate, base.rate)
@@ -2195,7 +2242,10 @@ def run_ingest_benchmark(
         from tests.support.openai_stub import OpenAIStub
 
         model = StubModel(generator)
-        stub = OpenAIStub(latency_s=STUB_LATENCY_S, chat_handler=model, default_dimensions=384).start()
+        stub = OpenAIStub(
+            latency_s=STUB_LATENCY_S, chat_handler=model, default_dimensions=384, prefix_cache=True
+        ).start()
+        model.stub = stub
         llm_settings = {**LLM_SETTINGS, **dict(llm_env or {}), "ARANDU_LLM_BASE_URL": stub.base_url}
         with contextlib.ExitStack() as cleanup:
             code_root = cleanup.enter_context(checkout(baseline)) if baseline else None
@@ -2219,7 +2269,9 @@ def run_ingest_benchmark(
             0,
             f"3 LLM stub: OpenAI-compatible stub in the benchmark process answering every call after "
             f"{STUB_LATENCY_S * 1000:.0f} ms (prompt tokens: a quarter of the characters of the messages and of a "
-            "strict response_format's schema); processes restarted on a fresh database per mode with "
+            "strict response_format's schema; cached: OpenAI's automatic prompt cache simulated on the stable prefix, "
+            "the schema and system message, served when sent before and 1,024 tokens or more, in 128-token steps); "
+            "processes restarted on a fresh database per mode with "
             + ", ".join(f"{name}={value}" for name, value in llm_settings.items() if name != "ARANDU_LLM_API_KEY")
             + f"; modes: {before}ARANDU_PIPELINE_LLM_BATCHING=false then true; batches and imports in chains of up to "
             f"{load_settings().chunk_size} events of one agent; batches of up to "
