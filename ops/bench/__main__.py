@@ -52,6 +52,13 @@ def main(argv: list[str] | None = None) -> int:
         help="phase 3 alone: the LLM stub workloads with batching off and on, side by side",
     )
     ingest.add_argument(
+        "--llm-fraction",
+        type=float,
+        default=1.0,
+        metavar="F",
+        help="run the LLM phases' burst and LoCoMo import at this fraction of their size (a busy machine)",
+    )
+    ingest.add_argument(
         "--baseline",
         default=None,
         metavar="COMMIT",
@@ -156,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
             llm_env=dict(args.llm_env),
             llm_only=args.llm_only,
             baseline=None if chosen.lower() == "none" else chosen,
+            llm_fraction=args.llm_fraction,
         )
     if args.benchmark == "retrieve":
         from ops.bench.retrieve import run_retrieve_benchmark

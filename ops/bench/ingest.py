@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -2169,6 +2170,7 @@ def run_ingest_benchmark(
     llm_env: Mapping[str, str] | None = None,
     llm_only: bool = False,
     baseline: str | None = BASELINE_COMMIT,
+    llm_fraction: float = 1.0,
 ) -> int:
     """Run the four phases, print the table and append it to RESULTS.md; 0 when the run completed.
 
@@ -2176,6 +2178,8 @@ def run_ingest_benchmark(
     command recorded with the figures shows them). ``llm_only`` runs phase 3 alone (the LLM
     stub workloads, batching off and on). ``baseline``: the commit of the service whose LLM phases
     run first, as the reference of the cost targets (``None``: batching off is the reference).
+    ``llm_fraction`` scales the LLM phases' burst and LoCoMo import (not the paced messages), for a
+    machine too busy to run three modes of them at full size.
     """
     from memory_core.settings import load_settings
 
@@ -2249,11 +2253,16 @@ def run_ingest_benchmark(
         llm_settings = {**LLM_SETTINGS, **dict(llm_env or {}), "ARANDU_LLM_BASE_URL": stub.base_url}
         with contextlib.ExitStack() as cleanup:
             code_root = cleanup.enter_context(checkout(baseline)) if baseline else None
+            llm_sizes = dataclasses.replace(
+                sizes,
+                llm_per_agent=max(5, round(sizes.llm_per_agent * llm_fraction)),
+                locomo_fraction=sizes.locomo_fraction * llm_fraction,
+            )
             report = phase_llm_batching(
                 stack,
                 sampler,
                 generator,
-                sizes,
+                llm_sizes,
                 stub_url=stub.base_url,
                 model=model,
                 llm_env=dict(llm_env or {}),
@@ -2281,6 +2290,13 @@ def run_ingest_benchmark(
             f"(~{load_settings().pipeline_llm_reconcile_batch_max_tokens:,} prompt tokens); paced single messages at "
             f"{LLM_PACED_RATE:.0f} msg/s.",
         )
+        if llm_fraction != 1.0:
+            report.notes.insert(
+                1,
+                f"3 LLM stub: at {llm_fraction:g} of full size (--llm-fraction, the machine being busy): "
+                f"bursts of {llm_sizes.llm_per_agent} messages per agent, the first {llm_fraction:.0%} of each "
+                "LoCoMo conversation; paced single messages at full size.",
+            )
         _collect(report, rows, notes, targets)
 
         if not llm_only:

@@ -188,6 +188,9 @@ def test_informed_extraction_parses_the_answer_and_sends_the_context(
     assert "  #2 Vertix é uma fintech de Curitiba (personal.info)" in user
     assert "Lembra da Clara?" in user
     assert f"<message>\n{MESSAGE}\n</message>" in user
+    # What varies least comes first (prefix caches), the message last.
+    assert user.index("Known entities:") < user.index("Speaker: Rafael") < user.index("<message>")
+    assert user.endswith("</message>")
 
 
 def test_informed_extraction_caps_the_facts_and_shows_the_chunk_hint(
