@@ -80,7 +80,8 @@ _MONTHS = (
 
 # --- what the model answers ------------------------------------------------------------
 # Answer models of their own keep fields the model must not fill (relation_retry_triggered)
-# out of the schema it is shown. Their docstrings travel in that schema, so they speak to it.
+# out of the schema it is shown. Informed extraction's answer models leave their docstrings out
+# of the schema (ANSWER_CONFIG): every message pays for it, and the prompt describes each field.
 
 
 class ProfileUpdate(BaseModel):
@@ -155,7 +156,9 @@ def to_output(answer: _ExtractionAnswer, known: list[KnownEntity], max_facts: in
     numbered = shown_facts(known)
     facts: list[ExtractedFact] = []
     for fact in answer.facts[: max(max_facts, 0)]:
-        target = numbered[fact.replaces - 1].fact_id if fact.replaces and 1 <= fact.replaces <= len(numbered) else None
+        answered = "replaces" in fact.model_fields_set
+        in_range = fact.replaces is not None and 1 <= fact.replaces <= len(numbered)
+        target = numbered[fact.replaces - 1].fact_id if in_range and fact.replaces is not None else None
         facts.append(
             ExtractedFact(
                 subject=fact.subject,
@@ -165,8 +168,9 @@ def to_output(answer: _ExtractionAnswer, known: list[KnownEntity], max_facts: in
                 importance_category=fact.importance_category,
                 confidence_level=fact.confidence_level,
                 replaces_fact_id=target,
-                # Only an answer that said what the fact replaces (null: nothing) judged it against the known facts.
-                judged="replaces" in fact.model_fields_set,
+                # Only an answer that said what the fact replaces (null: nothing, or a number it was
+                # shown) judged it against the known facts.
+                judged=answered and (fact.replaces is None or in_range),
             )
         )
     profiles: dict[str, str] = {}

@@ -159,8 +159,10 @@ def test_informed_extraction_parses_the_answer_and_sends_the_context(
         replaces_fact_id="f-0",
         judged=True,
     )
-    # A number no known fact has replaces nothing.
+    # A number no known fact has replaces nothing; only a fact that named a shown number or null was judged
+    # against the known facts (the second says nothing about it, the third names no shown fact).
     assert [fact.replaces_fact_id for fact in output.facts] == ["f-0", None, None]
+    assert [fact.judged for fact in output.facts] == [True, False, False]
     assert [fact.importance_category for fact in output.facts][2] == "specific_event"
     assert ExtractedRelation(source="Clara Rezende", target="Orion Tech", type="works_at") in output.relations
     assert output.updated_profiles["Clara Rezende"].startswith("Former software engineer")
