@@ -70,9 +70,9 @@ def known_entities_for(
 
     The context budget (``informed_extraction_context_budget_tokens``) is shared by the
     entities found, in the order they appear in the message (the speaker first). An entity with
-    no profile shows its closest facts; one with a profile shows the profile, then only the facts
-    a new fact of this message could change: those close to the message and those holding a
-    single-valued slot (where, city, employer, partner...). Facts are numbered in the prompt, so
+    no profile shows its ``informed_extraction_topk`` closest facts; one with a profile shows the
+    profile, then the facts a new fact of this message could change: the closer half of those and
+    any of them holding a single-valued slot (city, employer, partner...). Facts are numbered in the prompt, so
     extraction says which one a new fact replaces. ``lookup`` answers the alias and entity lookups
     when the chunk read them already (:func:`chunk_known_aliases`).
     """
@@ -110,13 +110,12 @@ def known_entities_for(
             # Half the entity's share at most: the facts that matter come after it.
             entity.profile_text = row.profile_text[: per_entity // 2]
             used = len(entity.profile_text)
-        for fact in repository.closest_active_facts(
+        closest = repository.closest_active_facts(
             session, agent_id, key, message_vector, limit=config.informed_extraction_topk
-        ):
-            if row.profile_text and not (
-                fact.similarity >= config.reconciliation_similarity_threshold or is_single_valued(fact.attribute_key)
-            ):
-                continue  # the profile tells it already, and nothing this message says is near it
+        )
+        for rank, fact in enumerate(closest):
+            if row.profile_text and rank >= len(closest) // 2 and not is_single_valued(fact.attribute_key):
+                continue  # the profile tells it already, and it is among the farthest from this message
             if used + len(fact.text) > per_entity:
                 break
             used += len(fact.text)
