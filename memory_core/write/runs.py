@@ -125,6 +125,10 @@ class StageCompletion:
     result: dict[str, Any] | None = None
 
 
+_LOCK_RUNS_IN_ORDER = text(
+    "SELECT event_id FROM pipeline_runs WHERE event_id = ANY(CAST(:ids AS uuid[])) ORDER BY event_id FOR NO KEY UPDATE"
+)
+
 _COMPLETE_STAGES = text(
     """
     WITH done AS (
@@ -187,6 +191,9 @@ def complete_stages(
     if not completions:
         return set()
     relax_durability(session)
+    # The update would lock the chunk's runs in join order; erasure locks an agent's runs in
+    # event-id order. Taking them in that order first makes the two queue instead of deadlocking.
+    session.execute(_LOCK_RUNS_IN_ORDER, {"ids": sorted(str(item.event_id) for item in completions)})
     rows = [
         {
             "event_id": str(item.event_id),
