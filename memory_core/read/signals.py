@@ -61,13 +61,13 @@ from memory_core.settings import DEFAULT_RETRIEVAL_EF_SEARCH
 
 __all__ = [
     "AGENT_COUNT_TTL_SEC",
+    "DECAYED_CONFIDENCE_SQL",
     "ELIGIBLE_CTE",
     "EXACT_SCAN_MAX_FACTS",
     "FACT_COLUMNS",
     "GraphNode",
     "SignalRequest",
     "SignalResult",
-    "DECAYED_CONFIDENCE_SQL",
     "base_candidate",
     "confidence_params",
     "fact_filter_sql",
@@ -488,7 +488,12 @@ def fact_filter_sql(window: TimeWindow | None, *, session_filter: bool, entity_f
     ``:session_id`` when ``session_filter`` and needs the ``eligible`` CTE (:data:`ELIGIBLE_CTE`)
     when ``entity_filter``.
     """
-    parts = ["f.agent_id = :agent", fact_validity_sql("f", window), "f.confidence >= :min_confidence", DECAYED_CONFIDENCE_SQL]
+    parts = [
+        "f.agent_id = :agent",
+        fact_validity_sql("f", window),
+        "f.confidence >= :min_confidence",
+        DECAYED_CONFIDENCE_SQL,
+    ]
     if session_filter:
         parts.append(
             "EXISTS (SELECT 1 FROM memory_events se WHERE se.id = f.source_event_id "
@@ -587,8 +592,9 @@ def _exact_scan_ctes(
     indexes = range(len(request.term_queries))
     for index, query in zip(indexes, request.term_queries, strict=True):
         params[f"term_query_{index}"] = query
-    counted_columns = f",\n           (f.confidence >= :min_confidence AND {DECAYED_CONFIDENCE_SQL}) AS usable, " + ", ".join(
-        _TERM_HIT_COLUMN.format(index=index) for index in indexes
+    counted_columns = (
+        f",\n           (f.confidence >= :min_confidence AND {DECAYED_CONFIDENCE_SQL}) AS usable, "
+        + ", ".join(_TERM_HIT_COLUMN.format(index=index) for index in indexes)
     )
     columns["term_counts"] = "(SELECT counts FROM term_counts)"
     scan = _EXACT_SCAN_CTE.format(

@@ -143,7 +143,9 @@ def pipeline_for(write_settings: Settings) -> Iterator[Callable[..., Pipeline]]:
             reconcile=reconcile or offline.reconcile,
             tag_emotion=offline.tag_emotion,
         )
-        context = build_write_context(write_settings, skills=skills, embedder=MappedEmbedder(vectors or {}), pool_size=2)
+        context = build_write_context(
+            write_settings, skills=skills, embedder=MappedEmbedder(vectors or {}), pool_size=2
+        )
         built.append(context)
         return Pipeline(context=context, memory=memory)
 
@@ -242,7 +244,9 @@ def test_fuzzy_band_asks_the_llm_and_follows_its_answer(pipeline_for: Callable[.
     assert facts["Gilda Moura mandou flores"]["entity_key"] == "person:gilda_moura"
     assert facts["Gui Mat respondeu"]["entity_key"] == "person:gui_mat"
     entities = pipeline.memory.entities(pipeline.agent_id)
-    assert {"person:guilherme_maturana", "person:gabriel_matos", "person:gilda_moura", "person:gui_mat"} <= set(entities)
+    assert {"person:guilherme_maturana", "person:gabriel_matos", "person:gilda_moura", "person:gui_mat"} <= set(
+        entities
+    )
     assert "person:g_maturana" not in entities
     assert entities["person:guilherme_maturana"]["fact_count"] == 2
     # The name the LLM matched is now an alias: next time it resolves without asking.
@@ -345,7 +349,8 @@ def test_a_retraction_the_llm_judges_delete_closes_the_fact_and_its_edge(
     assert (edge["rel_type"], edge["valid_to"]) == ("works_at", later)
     result = pipeline.result(event)
     assert [change["fact_id"] for change in result["facts_deleted"]] == [str(closed["id"])]
-    assert result["facts_added"] == [] and result["facts_updated"] == []
+    assert result["facts_added"] == []
+    assert result["facts_updated"] == []
 
 
 def test_repeating_a_relation_reinforces_its_strength_up_to_the_cap(pipeline_for: Callable[..., Pipeline]) -> None:

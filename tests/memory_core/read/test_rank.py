@@ -222,15 +222,12 @@ def test_ranking_scores_equal_the_documented_formulas_to_the_sixth_decimal() -> 
 
 
 def test_min_confidence_filters_on_the_confidence_decayed_since_the_fact_was_stored_or_confirmed() -> None:
-    said_long_ago = NOW - timedelta(days=800)  # imported history: stored today, so not decayed
-    fresh = Candidate("fresh", "person:ana", "x", said_long_ago, confidence=0.60, confidence_since=NOW, semantic=0.5)
+    said = NOW - timedelta(days=800)  # imported history: stored today, so not decayed
+    fresh = Candidate("fresh", "person:ana", "x", said, confidence=0.60, confidence_since=NOW, semantic=0.5)
     # 0.60 x 0.95 ** 3 = 0.514 < 0.55: stored three weeks ago and never confirmed since.
-    stale = Candidate(
-        "stale", "person:ana", "x", said_long_ago, confidence=0.60, confidence_since=NOW - timedelta(weeks=3), semantic=0.9
-    )
-    sure = Candidate(
-        "sure", "person:ana", "x", said_long_ago, confidence=0.95, confidence_since=NOW - timedelta(weeks=3), semantic=0.5
-    )
+    weeks_ago = NOW - timedelta(weeks=3)
+    stale = Candidate("stale", "person:ana", "x", said, confidence=0.60, confidence_since=weeks_ago, semantic=0.9)
+    sure = Candidate("sure", "person:ana", "x", said, confidence=0.95, confidence_since=weeks_ago, semantic=0.5)
     ranked = rank_candidates([fresh, stale, sure], CONFIG, NOW)
     assert sorted(fact.candidate.fact_id for fact in ranked) == ["fresh", "sure"]
     confidence = {fact.candidate.fact_id: fact.scores["confidence"] for fact in ranked}
