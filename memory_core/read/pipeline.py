@@ -482,6 +482,7 @@ def _with_message_signal(
             outcome.message_relevance,
             (candidate.fact_id for candidate in candidates),
             run.config,
+            now=run.now,
             window=run.window,
             session_id=run.session_id,
             filter_keys=filter_keys,

@@ -137,6 +137,7 @@ _COMPLETE_STAGES = text(
     ), advanced AS (
         UPDATE pipeline_runs r SET
             status = CAST(:new_status AS varchar), stage = CAST(:stage AS varchar), error = NULL, updated_at = now(),
+            sweeps = 0,
             timings = COALESCE(r.timings, '{}'::jsonb) || jsonb_build_object(CAST(:stage AS text), done.ms),
             token_usage = CASE WHEN done.tokens IS NULL THEN r.token_usage
                                ELSE COALESCE(r.token_usage, '{}'::jsonb)
@@ -297,6 +298,8 @@ def complete_stage(
         "stage": stage,
         "error": None,
         "updated_at": func.now(),
+        # Progress: the sweeper's count of re-enqueues without any starts again.
+        "sweeps": 0,
         "timings": PipelineRun.timings.op("||")(func.jsonb_build_object(stage, round(duration_ms, 2))),
     }
     if tokens:
@@ -426,6 +429,29 @@ def claim_stuck_runs(session: Session, stale_after_s: float, limit: int) -> list
         )
         for row in rows
     ]
+
+
+def triage_stuck_runs(session: Session, *, stale_after_s: float, limit: int, max_sweeps: int) -> list[StuckRun]:
+    """Claim the stuck runs (:func:`claim_stuck_runs`); the ones to re-enqueue.
+
+    A run claimed more than ``max_sweeps`` times since its last stage completed (completing a
+    stage resets the count) is given up instead: ``failed`` at the stage it never got through,
+    with an error that says so, until someone re-drives it. A message that kills every worker
+    that takes it would otherwise be re-enqueued forever.
+    """
+    retry: list[StuckRun] = []
+    for run in claim_stuck_runs(session, stale_after_s, limit):
+        if run.sweeps <= max_sweeps:
+            retry.append(run)
+            continue
+        mark_failed(
+            session,
+            run.event_id,
+            run.next_stage,
+            f"stuck before {run.next_stage}: re-enqueued {run.sweeps - 1} times without progress "
+            "(a worker may be dying on this message)",
+        )
+    return retry
 
 
 @dataclass(frozen=True)

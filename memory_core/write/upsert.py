@@ -430,6 +430,9 @@ class Applier:
             elif target is not None and target.valid_to is None:
                 # Said before the active fact: it is history, valid until the newer one began.
                 fact_id = self._insert(decision, valid_to=target.valid_from)
+                if decision.attribute_key and decision.attribute_key == target.attribute_key:
+                    # Whatever order they arrive in, the older value is the corrected one.
+                    self._count_correction(fact_id)
                 self.session.execute(
                     sql(
                         "UPDATE memory_facts SET supersedes_fact_id = :old "
@@ -481,8 +484,11 @@ class Applier:
 
     def _count_correction(self, fact_id: uuid.UUID) -> None:
         self.session.execute(
-            sql("UPDATE memory_facts SET user_correction_count = user_correction_count + 1 WHERE id = :id"),
-            {"id": str(fact_id)},
+            sql(
+                "UPDATE memory_facts SET user_correction_count = user_correction_count + 1 "
+                "WHERE id = :id AND agent_id = :agent"
+            ),
+            {"id": str(fact_id), "agent": self.agent_id},
         )
 
     def _keep_newest_in_slot(self, decision: FactDecision, fact_id: uuid.UUID) -> None:
@@ -503,6 +509,10 @@ class Applier:
         newest = records[0]
         for older in records[1:]:
             self._close(older, newest.valid_from)
+            if _folded_text(older.text) != _folded_text(newest.text):
+                # A newer value replaced it in its slot: a correction (seeds: a supersede that
+                # changes the value), whether reconciliation saw the two or the slot rule did.
+                self._count_correction(older.fact_id)
         if newest.fact_id != fact_id:
             # Said before the fact that holds the slot: what was written is history.
             self._report(fact_id, valid_to=newest.valid_from)
