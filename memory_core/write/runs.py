@@ -431,8 +431,10 @@ def claim_stuck_runs(session: Session, stale_after_s: float, limit: int) -> list
     ]
 
 
-def triage_stuck_runs(session: Session, *, stale_after_s: float, limit: int, max_sweeps: int) -> list[StuckRun]:
-    """Claim the stuck runs (:func:`claim_stuck_runs`); the ones to re-enqueue.
+def triage_stuck_runs(
+    session: Session, *, stale_after_s: float, limit: int, max_sweeps: int
+) -> tuple[list[StuckRun], list[StuckRun]]:
+    """Claim the stuck runs (:func:`claim_stuck_runs`): ``(to re-enqueue, given up)``.
 
     A run claimed more than ``max_sweeps`` times since its last stage completed (completing a
     stage resets the count) is given up instead: ``failed`` at the stage it never got through,
@@ -440,10 +442,12 @@ def triage_stuck_runs(session: Session, *, stale_after_s: float, limit: int, max
     that takes it would otherwise be re-enqueued forever.
     """
     retry: list[StuckRun] = []
+    given_up: list[StuckRun] = []
     for run in claim_stuck_runs(session, stale_after_s, limit):
         if run.sweeps <= max_sweeps:
             retry.append(run)
             continue
+        given_up.append(run)
         mark_failed(
             session,
             run.event_id,
@@ -451,7 +455,7 @@ def triage_stuck_runs(session: Session, *, stale_after_s: float, limit: int, max
             f"stuck before {run.next_stage}: re-enqueued {run.sweeps - 1} times without progress "
             "(a worker may be dying on this message)",
         )
-    return retry
+    return retry, given_up
 
 
 @dataclass(frozen=True)

@@ -128,11 +128,12 @@ def test_the_sweeper_re_enqueues_a_stuck_run_until_its_cap_then_gives_up(
     _set(memory, progressed, stale=True)
 
     with context.sessions.begin() as session:
-        again = triage_stuck_runs(session, stale_after_s=STALE_AFTER_S, limit=100, max_sweeps=max_sweeps)
+        again, given_up = triage_stuck_runs(session, stale_after_s=STALE_AFTER_S, limit=100, max_sweeps=max_sweeps)
     assert {(run.event_id, run.next_stage, run.sweeps) for run in again} == {
         (fresh_start, "extract", 1),
         (progressed, "resolve", 1),
     }
+    assert [(run.event_id, run.sweeps) for run in given_up] == [(stuck, max_sweeps + 1)]
     gave_up = _run(memory, stuck)
     assert (gave_up["status"], gave_up["stage"]) == ("failed", "extract")
     assert gave_up["error"].startswith(f"stuck before extract: re-enqueued {max_sweeps} times without progress")
@@ -141,4 +142,4 @@ def test_the_sweeper_re_enqueues_a_stuck_run_until_its_cap_then_gives_up(
 
     # Claimed runs' clocks were reset: an immediate second sweep finds nothing to do.
     with context.sessions.begin() as session:
-        assert triage_stuck_runs(session, stale_after_s=STALE_AFTER_S, limit=100, max_sweeps=max_sweeps) == []
+        assert triage_stuck_runs(session, stale_after_s=STALE_AFTER_S, limit=100, max_sweeps=max_sweeps) == ([], [])

@@ -294,11 +294,18 @@ def register_pipeline_tasks(app: Celery) -> None:
         except Exception as error:
             logger.warning("sweeper could not drain the intake list (%s: %s)", type(error).__name__, error)
         with context.sessions.begin() as session:
-            stuck = triage_stuck_runs(
+            stuck, given_up = triage_stuck_runs(
                 session,
                 stale_after_s=settings.pipeline_stale_after_s,
                 limit=limit,
                 max_sweeps=settings.pipeline_max_sweeps,
+            )
+        for run in given_up:
+            logger.error(
+                "event %s failed: stuck before %s after %d re-enqueues without progress",
+                run.event_id,
+                run.next_stage,
+                run.sweeps - 1,
             )
         groups: dict[tuple[str, str], list[str]] = {}
         for run in stuck:
