@@ -134,7 +134,9 @@ def read_memory_file(path: Path) -> dict[str, Any]:
     except SettingsError:
         raise
     except Exception as error:  # tomllib, yaml and OS errors alike: the file cannot be read
-        raise SettingsError(f"invalid settings: {where}: cannot be read: {error}") from None
+        raise SettingsError(
+            f"invalid settings: {where}: cannot be read as a mapping of MemoryConfig fields: {error}"
+        ) from None
     if data is None:  # an empty YAML file
         return {}
     if not isinstance(data, dict):

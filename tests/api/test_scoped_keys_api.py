@@ -166,6 +166,9 @@ def agent_endpoints(agent: str, fact_id: str, event_id: str, import_id: str) -> 
         ("GET", f"{base}/entities/person:ana", None),
         ("POST", f"{base}/jobs/importance", None),
         ("GET", f"{base}/jobs", None),
+        ("GET", f"{base}/config", None),
+        ("PUT", f"{base}/config", {"overrides": {"topk_facts": 4}}),
+        ("DELETE", f"{base}/config", None),
         ("DELETE", f"{base}?confirm=true", None),
     ]
 
