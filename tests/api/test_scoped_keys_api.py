@@ -227,13 +227,14 @@ def test_permissions_read_write_admin(stack: Stack, acme: dict[str, Any]) -> Non
         writes = [
             (method, path, body)
             for method, path, body in agent_endpoints(agent, acme["fact_id"], acme["event_id"], acme["import_id"])
-            if method == "DELETE" or path.endswith(("/messages", "/batch", "/imports", "/jobs/importance"))
+            if method in ("DELETE", "PUT") or path.endswith(("/messages", "/batch", "/imports", "/jobs/importance"))
         ]
-        assert len(writes) == 7
+        assert len(writes) == 9
         for method, path, body in writes:
             assert http.request(method, path, json=body).status_code == 403, (method, path)
         assert http.post(f"/v1/agents/{agent}/retrieve", json={"query": "Where does Ana live?"}).status_code == 200
         assert http.get(f"/v1/agents/{agent}/jobs").status_code == 200
+        assert http.get(f"/v1/agents/{agent}/config").status_code == 200
         refused = http.post(f"/v1/agents/{agent}/messages", json={"message": "hi", "speaker_name": "Ana"})
         assert refused.status_code == 403
         assert "'write'" in refused.json()["error"]
