@@ -277,6 +277,16 @@ class RetrieveIn(_Request):
     verbose: bool = Field(False, description="Add the trace of every stage to the answer.")
 
 
+class AgentConfigIn(_Request):
+    """Body of ``PUT /v1/agents/{agent_id}/config``: the agent's MemoryConfig overrides, replacing any stored."""
+
+    overrides: ReadConfigOverrides = Field(
+        description="MemoryConfig field -> value, applied on top of the service config for this agent's "
+        "write pipeline, retrieval and maintenance jobs (a request's config_overrides still come last). "
+        "Unknown fields and embedding_dimensions are refused; mappings are replaced as a whole."
+    )
+
+
 class RetryIn(_Request):
     """Optional body of ``POST /v1/events/{event_id}/retry``."""
 
@@ -408,6 +418,17 @@ class AgentErased(BaseModel):
         description="Rows deleted per table: each table with an agent_id column and the tables hanging off them"
     )
     indexes_dropped: bool = Field(description="Whether the agent had search indexes of its own, now dropped")
+
+
+class AgentConfigOut(BaseModel):
+    """An agent's stored MemoryConfig overrides and the config its work runs on."""
+
+    agent_id: str
+    overrides: dict[str, Any] = Field(description="The agent's stored overrides ({} when it has none)")
+    config_effective: dict[str, Any] = Field(
+        description="The service config with the agent's overrides: what its pipeline, retrieval and jobs use"
+    )
+    updated_at: datetime | None = Field(description="When the overrides were last put (null: none stored)")
 
 
 class JobRunAccepted(BaseModel):

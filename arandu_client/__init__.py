@@ -33,6 +33,7 @@ from arandu_client.errors import (
     WaitTimeoutError,
 )
 from arandu_client.models import (
+    AgentConfig,
     AgentErased,
     AgentUsage,
     ApiKeyInfo,
@@ -68,6 +69,7 @@ from arandu_client.sync import AranduClient
 __version__ = VERSION
 
 __all__ = [
+    "AgentConfig",
     "AgentErased",
     "AgentUsage",
     "ApiError",

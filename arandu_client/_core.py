@@ -22,6 +22,7 @@ from pydantic import BaseModel
 
 from arandu_client.errors import WaitTimeoutError, api_error
 from arandu_client.models import (
+    AgentConfig,
     AgentErased,
     AgentUsage,
     ApiKeyInfo,
@@ -310,6 +311,21 @@ def get_entity(agent_id: str, key: str) -> Call[EntityProfile]:
 
 
 # ---- Maintenance jobs --------------------------------------------------------------------
+
+
+def get_agent_config(agent_id: str) -> Call[AgentConfig]:
+    """``GET /v1/agents/{agent_id}/config``: the agent's overrides and its effective config."""
+    return Call("GET", f"{_agent(agent_id)}/config", _model(AgentConfig))
+
+
+def set_agent_config(agent_id: str, overrides: Mapping[str, Any]) -> Call[AgentConfig]:
+    """``PUT /v1/agents/{agent_id}/config``: replace the agent's overrides."""
+    return Call("PUT", f"{_agent(agent_id)}/config", _model(AgentConfig), json={"overrides": dict(overrides)})
+
+
+def reset_agent_config(agent_id: str) -> Call[AgentConfig]:
+    """``DELETE /v1/agents/{agent_id}/config``: back to the service config."""
+    return Call("DELETE", f"{_agent(agent_id)}/config", _model(AgentConfig))
 
 
 def run_job(agent_id: str, job: str) -> Call[JobRunAccepted]:

@@ -15,6 +15,7 @@ from arandu_client import _core
 from arandu_client._core import AsOf, Call, NdjsonSource
 from arandu_client.errors import TransportError
 from arandu_client.models import (
+    AgentConfig,
     AgentErased,
     AgentUsage,
     ApiKeyInfo,
@@ -240,6 +241,18 @@ class AsyncAranduClient:
         return await self._call(_core.usage(agent_id, since=since, until=until))
 
     # ---- Maintenance jobs ------------------------------------------------------------------
+
+    async def get_agent_config(self, agent_id: str) -> AgentConfig:
+        """The agent's MemoryConfig overrides (``{}`` when none) and the config its work runs on."""
+        return await self._call(_core.get_agent_config(agent_id))
+
+    async def set_agent_config(self, agent_id: str, overrides: Mapping[str, Any]) -> AgentConfig:
+        """Replace the agent's MemoryConfig overrides (needs ``admin``); a bad field is a ValidationError naming it."""
+        return await self._call(_core.set_agent_config(agent_id, overrides))
+
+    async def reset_agent_config(self, agent_id: str) -> AgentConfig:
+        """Remove the agent's overrides: it runs on the service config again (needs ``admin``)."""
+        return await self._call(_core.reset_agent_config(agent_id))
 
     async def run_job(self, agent_id: str, job: str) -> JobRunAccepted:
         """Queue a maintenance job for the agent now; ConflictError when it is already queued or running."""

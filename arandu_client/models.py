@@ -300,6 +300,15 @@ class AgentErased(_Model):
 JOB_FINAL_STATUSES = frozenset({"done", "failed", "skipped"})
 
 
+class AgentConfig(_Model):
+    """An agent's MemoryConfig overrides and the config its work runs on (service config + overrides)."""
+
+    agent_id: str
+    overrides: dict[str, Any]
+    config_effective: dict[str, Any]
+    updated_at: datetime | None = None
+
+
 class JobRunAccepted(_Model):
     """A maintenance run queued by ``run_job``."""
 

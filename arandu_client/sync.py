@@ -14,6 +14,7 @@ from arandu_client import _core
 from arandu_client._core import AsOf, Call, NdjsonSource
 from arandu_client.errors import TransportError
 from arandu_client.models import (
+    AgentConfig,
     AgentErased,
     AgentUsage,
     ApiKeyInfo,
@@ -244,6 +245,18 @@ class AranduClient:
         return self._call(_core.usage(agent_id, since=since, until=until))
 
     # ---- Maintenance jobs ------------------------------------------------------------------
+
+    def get_agent_config(self, agent_id: str) -> AgentConfig:
+        """The agent's MemoryConfig overrides (``{}`` when none) and the config its work runs on."""
+        return self._call(_core.get_agent_config(agent_id))
+
+    def set_agent_config(self, agent_id: str, overrides: Mapping[str, Any]) -> AgentConfig:
+        """Replace the agent's MemoryConfig overrides (needs ``admin``); a bad field is a ValidationError naming it."""
+        return self._call(_core.set_agent_config(agent_id, overrides))
+
+    def reset_agent_config(self, agent_id: str) -> AgentConfig:
+        """Remove the agent's overrides: it runs on the service config again (needs ``admin``)."""
+        return self._call(_core.reset_agent_config(agent_id))
 
     def run_job(self, agent_id: str, job: str) -> JobRunAccepted:
         """Queue a maintenance job (importance, summaries, clustering...) for the agent now.

@@ -81,6 +81,10 @@ class ExtractionInput(_Model):
     known_entities: list[KnownEntity] = Field(default_factory=list)
     chunk_hint: str | None = Field(default=None, description="set when the message is one chunk of a long input")
     max_facts: int = 100
+    # Not shown to the model: how the skill calls it (MemoryConfig.extraction_timeout_sec and
+    # relation_retry_min_entities). None: the provider's own timeout.
+    timeout_s: float | None = None
+    relation_retry_min_entities: int = 2
 
 
 class ExtractedEntity(_Model):

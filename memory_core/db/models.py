@@ -129,6 +129,20 @@ class LlmUsage(Base):
     updated_at: Mapped[datetime] = _created_at()
 
 
+class AgentConfig(Base):
+    """An agent's MemoryConfig overrides, applied on top of the service config (migration 0019).
+
+    See :mod:`memory_core.agent_config`; ``overrides`` is a JSON object of field -> value.
+    """
+
+    __tablename__ = "agent_configs"
+    __table_args__ = (CheckConstraint("jsonb_typeof(overrides) = 'object'", name="agent_configs_overrides_object"),)
+
+    agent_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    overrides: Mapped[dict[str, Any]] = mapped_column(server_default=sql_text("'{}'::jsonb"))
+    updated_at: Mapped[datetime] = _created_at()
+
+
 class Import(Base):
     """A batch historical import: many events under one id, progress counted from their runs."""
 

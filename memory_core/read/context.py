@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
+from memory_core.agent_config import ConfigResolver
 from memory_core.cognition.skill import Skill
 from memory_core.config import MemoryConfig
 from memory_core.db.engine import create_db_engine, create_session_factory
@@ -45,6 +46,15 @@ class ReadContext:
     # The reranker's LLM usage, written behind the requests (memory_core.usage).
     usage: DeferredUsage | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    _configs: ConfigResolver | None = field(default=None, repr=False)
+
+    @property
+    def configs(self) -> ConfigResolver:
+        """Agents' and requests' effective configs on top of ``base_config``, memoised (made once)."""
+        configs = self._configs
+        if configs is None or configs.base is not self.base_config:
+            configs = self._configs = ConfigResolver(self.base_config)
+        return configs
 
     def __post_init__(self) -> None:
         if self.bookkeeper is None:
@@ -100,7 +110,7 @@ def build_read_context(
         engine=bound,
         sessions=create_session_factory(bound),
         embedder=embedder or build_embedding_provider(settings),
-        base_config=MemoryConfig(embedding_dimensions=settings.dimensions),
+        base_config=settings.memory,
         llm=provider,
         reranker=skill,
     )

@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy.orm import Session
 
-from memory_core.config import MemoryConfig, apply_overrides
+from memory_core.config import ConfigOverrideError, MemoryConfig
 from memory_core.errors import RetrievalError
 from memory_core.providers.protocols import TokenUsage
 from memory_core.read.agent_index import agent_indexes
@@ -44,6 +44,7 @@ from memory_core.read.compress import (
     ContextFact,
     compress_broad_context,
     compress_context,
+    fresh_first,
 )
 from memory_core.read.context import ReadContext
 from memory_core.read.conversations import fact_support, relevant_conversations
@@ -60,7 +61,7 @@ from memory_core.read.message_signal import facts_said_in, set_message_signal
 from memory_core.read.planner import RetrievalPlan, finalize_plan, plan_retrieval
 from memory_core.read.rank import Candidate, RankedFact, merge_candidates, rank_candidates, sort_ranked
 from memory_core.read.rank import select_final as select_final_facts
-from memory_core.read.read_transaction import begin_read, plan_generically
+from memory_core.read.read_transaction import begin_read, begin_read_for_agent, plan_generically
 from memory_core.read.rerank import RerankOutcome, UsageReport, rerank
 from memory_core.read.schemas import RetrievedEvent, RetrieveResult, ScoredFact
 from memory_core.read.side_reads import SideSubmit
@@ -142,6 +143,8 @@ class _Run:
     now: datetime
     verbose: bool
     warnings: list[str] = field(default_factory=list)
+    # The request's config_overrides, applied again on top of the agent's stored config once read.
+    overrides: Mapping[str, Any] | None = None
     trace: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     degraded: list[str] = field(default_factory=list)
@@ -150,6 +153,25 @@ class _Run:
         elapsed = (time.perf_counter() - started) * 1000.0
         self.timings[stage] = round(self.timings.get(stage, 0.0) + elapsed, 3)
         return elapsed
+
+    def use_agent_config(self, stored: Mapping[str, Any] | None) -> None:
+        """Run on the agent's config (``stored`` overrides on the service's), with the request's overrides on top.
+
+        Raises :class:`~memory_core.config.ConfigOverrideError` when the request's overrides do
+        not fit the agent's config.
+        """
+        if not stored:
+            return
+        config = self.ctx.configs.resolve(stored, self.overrides).config
+        if config is self.config:
+            return
+        if (config.signal_max_facts, config.keyword_min_word_chars, config.keyword_max_terms) != (
+            self.config.signal_max_facts,
+            self.config.keyword_min_word_chars,
+            self.config.keyword_max_terms,
+        ):
+            self.plan = _plan(self.query, config)
+        self.config = config
 
     def degrade(self, stage: str, error: BaseException, consequence: str) -> None:
         logger.warning("retrieval stage %s failed for agent %s: %s", stage, self.agent_id, error, exc_info=True)
@@ -279,8 +301,18 @@ def _keyword_idf(
     )
 
 
+def _plan(query: str, config: MemoryConfig) -> RetrievalPlan:
+    return plan_retrieval(
+        query,
+        max_facts=config.signal_max_facts,
+        keyword_min_chars=config.keyword_min_word_chars,
+        keyword_max_terms=config.keyword_max_terms,
+    )
+
+
 def _read(run: _Run, session: Session, vector: list[float] | None) -> _ReadOutcome:
-    begin_read(session)
+    # The agent's config comes in the round trip that opens the transaction.
+    run.use_agent_config(begin_read_for_agent(session, run.agent_id))
     started = time.perf_counter()
     # An agent with a vector index of its own is searched through it whatever its size: its
     # facts need not be counted (a bounded scan of up to 20,000 index entries otherwise).
@@ -608,15 +640,20 @@ def _scored(fact: RankedFact) -> ScoredFact:
 def _compress(
     run: _Run, facts: list[RankedFact], events: list[RetrievedEvent], extras: ContextExtras
 ) -> CompressedContext:
-    context_facts = [
-        ContextFact(
-            text=fact.candidate.fact_text,
-            score=fact.score,
-            cluster_id=fact.candidate.cluster_id,
-            source_event_id=fact.candidate.source_event_id,
-        )
-        for fact in facts
-    ]
+    context_facts = fresh_first(
+        [
+            ContextFact(
+                text=fact.candidate.fact_text,
+                score=fact.score,
+                cluster_id=fact.candidate.cluster_id,
+                source_event_id=fact.candidate.source_event_id,
+                valid_from=fact.candidate.valid_from,
+            )
+            for fact in facts
+        ],
+        run.now,
+        run.config.context_stale_threshold_days,
+    )
     context_events = [
         ContextEvent(
             text=event.text,
@@ -733,16 +770,13 @@ def retrieve(
     started = time.perf_counter()
     _validate(agent_id, query, entity_keys, session_id)
     window = to_window(as_of)
-    resolution = apply_overrides(ctx.base_config, config_overrides)
+    # Checked here against the service config (a bad override fails before any work); applied
+    # again on the agent's config once the read transaction has read it.
+    resolution = ctx.configs.resolve(None, config_overrides)
     config = resolution.config
 
     plan_started = time.perf_counter()
-    plan = plan_retrieval(
-        query,
-        max_facts=config.signal_max_facts,
-        keyword_min_chars=config.keyword_min_word_chars,
-        keyword_max_terms=config.keyword_max_terms,
-    )
+    plan = _plan(query, config)
     now = datetime.now(UTC)
     run = _Run(
         ctx=ctx,
@@ -756,18 +790,21 @@ def retrieve(
         now=min(now, window.end) if window is not None else now,
         verbose=verbose,
         warnings=list(resolution.warnings),
+        overrides=config_overrides,
     )
     run.timed("plan", plan_started)
 
     def result(**fields: Any) -> RetrieveResult:
         return RetrieveResult(
-            config_effective=config.effective(),
+            config_effective=run.config.effective(),
             warnings=run.warnings,
             duration_ms=round((time.perf_counter() - started) * 1000.0, 3),
             **fields,
         )
 
     if plan.strategy == "skip":
+        # A greeting reads nothing, the agent's stored config included: its config_effective is
+        # the service's with the request's overrides.
         skipped = {"plan": plan.summary(), "timings_ms": dict(run.timings), "degraded": []}
         return result(trace=skipped if verbose else None)
 
@@ -787,6 +824,8 @@ def retrieve(
             # when the session closes) makes psycopg discard the connection's prepared
             # statements and its execution counts, so no read statement was ever prepared.
             session.commit()
+    except ConfigOverrideError:  # the request's overrides do not fit the agent's config: the caller's 422
+        raise
     except Exception as error:  # fail-safe: the seeds return an empty result rather than crash
         run.degrade("retrieval", error, "no facts could be retrieved")
         outcome = _ReadOutcome(query_context=outcome.query_context)
@@ -794,13 +833,13 @@ def retrieve(
 
     rerank_started = time.perf_counter()
     try:
-        reranked = rerank(query, outcome.ranked, ctx.reranker, config, report_usage=_usage_reporter(ctx, agent_id))
+        reranked = rerank(query, outcome.ranked, ctx.reranker, run.config, report_usage=_usage_reporter(ctx, agent_id))
     except Exception as error:  # fail-safe: keep the formula ranking
         run.degrade("rerank", error, "the formula ranking was kept")
         reranked = RerankOutcome(facts=outcome.ranked, applied=False, reason="error")
     run.timed("rerank", rerank_started)
 
-    final = select_final_facts(reranked.facts, config)
+    final = select_final_facts(reranked.facts, run.config)
 
     compress_started = time.perf_counter()
     try:

@@ -176,10 +176,14 @@ def prepare_extraction(
     speaker: str,
     occurred_at: datetime,
     options: dict[str, Any],
+    agent_config: dict[str, Any] | None = None,
     known_aliases: repository.KnownAliases | None = None,
 ) -> PreparedExtraction:
-    """Embedding, emotion (offline), pre-retrieval and the skill inputs of one message."""
-    config = ctx.config_for(options)
+    """Embedding, emotion (offline), pre-retrieval and the skill inputs of one message.
+
+    ``agent_config``: the agent's stored config overrides (the run's ``agent_config``).
+    """
+    config = ctx.config_for(options, agent_config)
     trace: list[TraceStep] = []
     tokens = TokenCount()
     cacheable = ctx.skills.kind == "llm"
@@ -215,8 +219,13 @@ def prepare_extraction(
         )
     )
 
-    classification = classify_input(message)
-    strategy = select_strategy(classification)
+    classification = classify_input(
+        message,
+        short_max_chars=config.input_short_max_chars,
+        long_min_chars=config.input_long_min_chars,
+        chars_per_token=config.chars_per_token,
+    )
+    strategy = select_strategy(classification, chars_per_token=config.chars_per_token)
     chunks = split_into_chunks(message, strategy) if strategy.mode.value == "chunked" else [message]
     inputs = [
         ExtractionInput(
@@ -228,6 +237,9 @@ def prepare_extraction(
             known_entities=known,
             chunk_hint=strategy.chunk_context_hint if len(chunks) > 1 else None,
             max_facts=config.max_facts_per_event,
+            # The service's ARANDU_LLM_TIMEOUT_S stays the ceiling of every call.
+            timeout_s=min(config.extraction_timeout_sec, ctx.settings.llm_timeout_s),
+            relation_retry_min_entities=config.relation_retry_min_entities,
         )
         for chunk in chunks
     ]
@@ -260,6 +272,7 @@ def compute_extraction(
     speaker: str,
     occurred_at: datetime,
     options: dict[str, Any],
+    agent_config: dict[str, Any] | None = None,
     cache: SkillCache | None = None,
     known_aliases: repository.KnownAliases | None = None,
 ) -> ExtractionResult:
@@ -275,6 +288,7 @@ def compute_extraction(
         speaker=speaker,
         occurred_at=occurred_at,
         options=options,
+        agent_config=agent_config,
         known_aliases=known_aliases,
     )
     return finish_extraction(ctx, session, prepared, cache=cache)

@@ -14,7 +14,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.orm import Session
 
-from memory_core.db.models import Import, MemoryEvent, PipelineRun, PipelineStageOutput
+from memory_core.db.models import AgentConfig, Import, MemoryEvent, PipelineRun, PipelineStageOutput
 from memory_core.write.schemas import STAGE_INPUT_STATUS, STAGES, TERMINAL_STATUSES
 
 
@@ -38,6 +38,8 @@ class RunView:
     timings: dict[str, Any] = field(default_factory=dict)
     # Arrival order among events (migration 0005); None for events stored before it.
     seq: int | None = None
+    # The agent's stored MemoryConfig overrides (agent_configs), read with the run; None: none.
+    agent_config: dict[str, Any] | None = None
 
     @property
     def arrival_key(self) -> tuple[datetime, int, str]:
@@ -75,8 +77,11 @@ def load_runs(
             MemoryEvent.message_id,
             MemoryEvent.occurred_at,
             MemoryEvent.seq,
+            # The agent's config in the same statement: no round trip more per chunk.
+            AgentConfig.overrides.label("agent_config"),
         )
         .join(MemoryEvent, MemoryEvent.id == PipelineRun.event_id)
+        .outerjoin(AgentConfig, AgentConfig.agent_id == PipelineRun.agent_id)
         .where(PipelineRun.event_id.in_(list(event_ids)))
         .order_by(PipelineRun.event_id)
     )
@@ -109,6 +114,7 @@ def load_runs(
             created_at=row.created_at,
             timings=dict(row.timings or {}),
             seq=row.seq,
+            agent_config=dict(row.agent_config) if row.agent_config else None,
         )
         for row in rows
     }

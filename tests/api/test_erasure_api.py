@@ -237,6 +237,9 @@ def poll(check: Any, what: str, timeout_s: float = 90) -> Any:
 def write_memory(stack: Stack, client: AranduClient, agent: str) -> None:
     """Messages (a batch and an import), retrievals, every maintenance job, and the tables offline code never writes."""
     now = datetime.now(UTC)
+    # The agent's own config (agent_configs), put first so that everything below runs on it.
+    configured = stack.http.put(f"/v1/agents/{agent}/config", json={"overrides": {"topk_facts": 15}})
+    assert configured.status_code == 200, configured.text
     batch = client.send_batch(
         agent,
         [

@@ -246,7 +246,7 @@ class InformedExtractionSkill:
 
     def run(self, skill_input: ExtractionInput, /) -> SkillOutcome[ExtractionOutput]:
         """Ask once; the validated answer becomes an :class:`ExtractionOutput`."""
-        outcome = self.llm.run(skill_input)
+        outcome = self.llm.run(skill_input, timeout_s=skill_input.timeout_s)
         answer = outcome.output
         output = ExtractionOutput(
             entities=answer.entities,
@@ -310,7 +310,7 @@ class BlindExtractionSkill:
     def run(self, skill_input: ExtractionInput, /) -> SkillOutcome[ExtractionOutput]:
         """Scan, then extract facts and relations concurrently; usage is the sum of every call."""
         started = time.perf_counter()
-        scan = self.entities.run(skill_input)
+        scan = self.entities.run(skill_input, timeout_s=skill_input.timeout_s)
         entities = scan.output.entities
         usage = scan.usage
         if not entities:
@@ -328,7 +328,7 @@ class BlindExtractionSkill:
             relations_future = pool.submit(self._find_relations, step)
             # Each failure is held until both calls settle: which one is raised is decided below.
             try:
-                facts_outcome = self.facts.run(step)
+                facts_outcome = self.facts.run(step, timeout_s=step.message.timeout_s)
             except Exception as error:
                 errors.append(error)
             try:
@@ -356,18 +356,19 @@ class BlindExtractionSkill:
 
     def _find_relations(self, step: _BlindStep) -> tuple[list[ExtractedRelation], TokenUsage, bool]:
         """The relation call, repeated once with a nudge when it finds nothing between 2+ entities."""
-        first = self.relations.run(step)
-        if first.output.relations or len(step.entities) < 2:
+        first = self.relations.run(step, timeout_s=step.message.timeout_s)
+        # The seeds' retry: nothing found between at least relation_retry_min_entities entities.
+        if first.output.relations or len(step.entities) < step.message.relation_retry_min_entities:
             return first.output.relations, first.usage, False
         try:
-            second = self.relations.run(step.model_copy(update={"retry": True}))
+            second = self.relations.run(step.model_copy(update={"retry": True}), timeout_s=step.message.timeout_s)
         except SkillOutputError as error:
             raise _with_usage(error, first.usage + error.usage) from error
         return second.output.relations, first.usage + second.usage, True
 
     def _facts_or_raise(self, step: _BlindStep, spent: TokenUsage) -> SkillOutcome[_FactList]:
         try:
-            return self.facts.run(step)
+            return self.facts.run(step, timeout_s=step.message.timeout_s)
         except SkillOutputError as error:
             raise _with_usage(error, spent + error.usage) from error
 
