@@ -1,0 +1,356 @@
+"""Re-processing an agent (``/v1/agents/{agent_id}/reprocess``) and failed events in bulk, over real HTTP.
+
+A real worker runs the pipeline with the offline skills. Two knobs stand in for "a new model":
+an *old model* mode of the extraction (every fact also comes out a second time, worded by the
+old model) and an embedder that *holds* texts naming a marker until the test lets them go, so
+a re-process can be caught while it runs; a *poison* marker makes the embedder refuse a text
+(a request error: the run fails at once), for the failed-events endpoints.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import Engine, create_engine, text
+
+from memory_core.cognition.models import ExtractedFact, ExtractionInput, ExtractionOutput
+from memory_core.cognition.skill import Skill, SkillOutcome
+from memory_core.providers.errors import ProviderRequestError
+from memory_core.providers.hashing_embedder import HashingEmbedder
+from memory_core.settings import Settings
+from memory_core.shadow import shadow_agent_id
+from memory_core.write.context import WriteContext, build_write_context
+from tests.support.api_server import api_settings, auth_headers, serve_api
+from tests.support.services import TestServices
+from tests.support.workers import isolated_app, running_worker
+
+START = datetime(2025, 5, 1, 9, 0, tzinfo=UTC)
+HOLD = "Lisbon"
+POISON = "POISONED"
+OLD_WORDING = " (as the old model put it)"
+
+
+class ControlledEmbedder(HashingEmbedder):
+    """The hashing embedder; texts naming HOLD wait while ``holding`` is set, POISON ones are refused."""
+
+    def __init__(self) -> None:
+        super().__init__(384)
+        self.holding = threading.Event()
+        self.released = threading.Event()
+        self.poisoned = threading.Event()
+
+    def _check(self, texts: list[str]) -> None:
+        if self.poisoned.is_set() and any(POISON in item for item in texts):
+            raise ProviderRequestError("the embedding provider refused the text", provider="test", status_code=400)
+        if self.holding.is_set() and any(HOLD in item for item in texts):
+            self.released.wait(timeout=60)
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        self._check(texts)
+        return super().embed(texts)
+
+    def embed_one(self, text_: str) -> list[float] | None:
+        self._check([text_])
+        return super().embed_one(text_)
+
+
+class OldOrNewModel:
+    """An extraction skill that answers as the offline rules do, plus (old model) a reworded copy of each fact."""
+
+    def __init__(self, inner: Skill[ExtractionInput, ExtractionOutput], old: threading.Event) -> None:
+        self.inner = inner
+        self.old = old
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    def run(self, skill_input: ExtractionInput, /) -> SkillOutcome[ExtractionOutput]:
+        outcome = self.inner.run(skill_input)
+        if not self.old.is_set():
+            return outcome
+        extra = [
+            ExtractedFact(subject=fact.subject, text=fact.text.rstrip(".") + OLD_WORDING, attribute_key=None)
+            for fact in outcome.output.facts
+        ]
+        output = outcome.output.model_copy(update={"facts": [*outcome.output.facts, *extra]})
+        return dataclasses.replace(outcome, output=output)
+
+
+@dataclass
+class Stack:
+    http: httpx.Client
+    base_url: str
+    settings: Settings
+    engine: Engine
+    embedder: ControlledEmbedder
+    old_model: threading.Event
+
+
+@pytest.fixture(scope="module")
+def stack(
+    migrated_database_url: str, services: TestServices, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stack]:
+    settings = api_settings(migrated_database_url, services.broker_url, tmp_path_factory.mktemp("reprocess-home"))
+    embedder = ControlledEmbedder()
+    old_model = threading.Event()
+
+    def write_context(worker_settings: Settings) -> WriteContext:
+        context = build_write_context(worker_settings, embedder=embedder)
+        skills = dataclasses.replace(
+            context.skills,
+            extract_informed=OldOrNewModel(context.skills.extract_informed, old_model),
+            extract_blind=OldOrNewModel(context.skills.extract_blind, old_model),
+        )
+        return dataclasses.replace(context, skills=skills)
+
+    app = isolated_app(settings, context_factory=write_context)
+    own: Settings = app.arandu_settings  # type: ignore[attr-defined]
+    engine = create_engine(migrated_database_url)
+    try:
+        with (
+            running_worker(app, concurrency=4),
+            serve_api(own) as base_url,
+            httpx.Client(base_url=base_url, headers=auth_headers(), timeout=60) as http,
+        ):
+            yield Stack(http, base_url, own, engine, embedder, old_model)
+    finally:
+        embedder.released.set()
+        engine.dispose()
+        app.close()
+
+
+def new_agent(name: str) -> str:
+    return f"{name}-{uuid.uuid4().hex[:8]}"
+
+
+def poll(check: Callable[[], Any], what: str, timeout_s: float = 60) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} after {timeout_s} s")
+        time.sleep(0.05)
+
+
+def run_statuses(stack: Stack, agent: str) -> Counter[str]:
+    with stack.engine.connect() as connection:
+        rows = connection.execute(
+            text("SELECT status FROM pipeline_runs WHERE agent_id = :agent"), {"agent": agent}
+        ).scalars()
+        return Counter(rows)
+
+
+def settled(stack: Stack, agent: str, expected: int) -> bool:
+    statuses = run_statuses(stack, agent)
+    return sum(statuses.values()) == expected and set(statuses) <= {"done", "failed"}
+
+
+def import_messages(stack: Stack, agent: str, messages: list[dict[str, Any]]) -> None:
+    response = stack.http.post(f"/v1/agents/{agent}/imports", json={"messages": messages})
+    assert response.status_code == 202, response.text
+    poll(lambda: settled(stack, agent, len(messages)), f"the import of {agent} did not finish")
+
+
+def memory_of(stack: Stack, agent: str) -> dict[str, Any]:
+    """What a fresh import and a re-process must agree on: active facts, entities, relationships."""
+    with stack.engine.connect() as connection:
+        facts = connection.execute(
+            text(
+                "SELECT f.fact_text, f.entity_key, f.attribute_key, f.reinforcement_count, f.valid_from, e.text AS said "
+                "FROM memory_facts f LEFT JOIN memory_events e ON e.id = f.source_event_id "
+                "WHERE f.agent_id = :agent AND f.valid_to IS NULL"
+            ),
+            {"agent": agent},
+        ).all()
+        entities = connection.execute(
+            text("SELECT canonical_key, display_name, fact_count FROM memory_entities WHERE agent_id = :agent"),
+            {"agent": agent},
+        ).all()
+        edges = connection.execute(
+            text(
+                "SELECT source_entity_key, target_entity_key, rel_type, strength, valid_to IS NULL AS active "
+                "FROM memory_entity_relationships WHERE agent_id = :agent"
+            ),
+            {"agent": agent},
+        ).all()
+        closed = connection.execute(
+            text("SELECT count(*) FROM memory_facts WHERE agent_id = :agent AND valid_to IS NOT NULL"),
+            {"agent": agent},
+        ).scalar_one()
+    return {
+        "facts": Counter(tuple(row) for row in facts),
+        "entities": sorted(tuple(row) for row in entities),
+        "edges": sorted(tuple(row) for row in edges),
+        "closed": closed,
+    }
+
+
+def conversation(agent_tag: str) -> list[dict[str, Any]]:
+    lines = [
+        ("Ana", "I live in Porto."),
+        ("Ana", "My brother Tiago works at Orion Tech."),
+        ("Ana", f"Last summer I visited {HOLD} with Tiago."),
+        ("Ana", "I live in Porto."),
+    ]
+    return [
+        {
+            "message": message,
+            "speaker_name": speaker,
+            "occurred_at": (START + timedelta(hours=index)).isoformat(),
+            "message_id": f"{agent_tag}-{index}",
+        }
+        for index, (speaker, message) in enumerate(lines)
+    ]
+
+
+def reprocess_status(stack: Stack, agent: str) -> dict[str, Any]:
+    response = stack.http.get(f"/v1/agents/{agent}/reprocess")
+    assert response.status_code == 200, response.text
+    return dict(response.json())
+
+
+# ---- Re-processing -------------------------------------------------------------------------------
+
+
+def test_reprocess_rederives_the_memory_of_a_fresh_import_while_the_old_one_answers(stack: Stack) -> None:
+    agent, fresh = new_agent("reprocessed"), new_agent("fresh")
+    messages = conversation(agent)
+    stack.old_model.set()
+    try:
+        import_messages(stack, agent, messages)
+    finally:
+        stack.old_model.clear()
+    old_texts = {fact[0] for fact in memory_of(stack, agent)["facts"]}
+    assert any(OLD_WORDING in fact for fact in old_texts), old_texts
+
+    stack.embedder.released.clear()
+    stack.embedder.holding.set()
+    try:
+        started = stack.http.post(f"/v1/agents/{agent}/reprocess")
+        assert started.status_code == 202, started.text
+        body = started.json()
+        assert (body["agent_id"], body["status"], body["total"]) == (agent, "running", len(messages))
+        # One at a time.
+        again = stack.http.post(f"/v1/agents/{agent}/reprocess")
+        assert again.status_code == 409, again.text
+        assert body["reprocess_id"] in again.json()["error"]
+        assert again.json()["detail"][0]["field"] == "path.agent_id"
+
+        # Meanwhile retrieval answers from the old memory, and a new message is applied to it.
+        answer = stack.http.post(f"/v1/agents/{agent}/retrieve", json={"query": "Where does Ana live?"})
+        assert answer.status_code == 200, answer.text
+        assert any(OLD_WORDING in fact["fact_text"] for fact in answer.json()["facts"]), answer.json()["facts"]
+        late = {
+            "message": "Tiago moved to Braga.",
+            "speaker_name": "Ana",
+            "occurred_at": (START + timedelta(days=1)).isoformat(),
+            "message_id": f"{agent}-late",
+        }
+        sent = stack.http.post(f"/v1/agents/{agent}/messages", json=late)
+        assert sent.status_code == 202, sent.text
+        poll(lambda: settled(stack, agent, len(messages) + 1), "the message sent during the re-process was not applied")
+        assert any("Braga" in fact[0] for fact in memory_of(stack, agent)["facts"])
+        progress = reprocess_status(stack, agent)
+        assert progress["status"] == "running"
+        assert progress["pending"] >= 1
+        with stack.engine.connect() as connection:
+            listed = connection.execute(
+                text("SELECT count(*) FROM memory_events WHERE agent_id = :shadow"),
+                {"shadow": shadow_agent_id(body["reprocess_id"])},
+            ).scalar_one()
+        assert listed >= len(messages)
+        assert stack.http.get(f"/v1/agents/{agent}/reprocess/{body['reprocess_id']}").json()["status"] == "running"
+    finally:
+        stack.embedder.holding.clear()
+        stack.embedder.released.set()
+
+    finished = poll(
+        lambda: (status := reprocess_status(stack, agent))["status"] == "done" and status,
+        "the re-process never switched",
+    )
+    assert finished["done"] == len(messages) + 1
+    assert (finished["failed"], finished["pending"]) == (0, 0)
+    assert finished["finished_at"] is not None
+
+    # The same messages imported afresh by the current model give the same memory: no old
+    # wording left, nothing reinforced twice, the late message in.
+    import_messages(stack, fresh, [*messages, late])
+    reprocessed, expected = memory_of(stack, agent), memory_of(stack, fresh)
+    assert not any(OLD_WORDING in fact[0] for fact in reprocessed["facts"])
+    assert any("Braga" in fact[0] for fact in reprocessed["facts"])
+    assert reprocessed == expected
+    assert max(fact[3] for fact in reprocessed["facts"]) == 1  # "I live in Porto." said twice
+    # Facts point at the live events; every live run is done with its own id in its result.
+    with stack.engine.connect() as connection:
+        runs = connection.execute(
+            text(
+                "SELECT r.status, r.result ->> 'event_id' = CAST(r.event_id AS text) AS own "
+                "FROM pipeline_runs r WHERE r.agent_id = :agent"
+            ),
+            {"agent": agent},
+        ).all()
+        leftovers = {
+            table: connection.execute(
+                text(f'SELECT count(*) FROM "{table}" WHERE agent_id = :shadow'),  # noqa: S608 - catalog names
+                {"shadow": shadow_agent_id(body["reprocess_id"])},
+            ).scalar_one()
+            for table in connection.execute(
+                text(
+                    "SELECT table_name FROM information_schema.columns "
+                    "WHERE table_schema = current_schema() AND column_name = 'agent_id'"
+                )
+            ).scalars()
+        }
+    assert sorted(tuple(run) for run in runs) == [("done", True)] * (len(messages) + 1)
+    assert set(leftovers.values()) == {0}, leftovers
+    assert finished["catch_up_rounds"] == 1  # the late message was copied before the switch
+    assert stack.http.post(f"/v1/agents/{agent}/reprocess").status_code == 202
+    poll(lambda: reprocess_status(stack, agent)["status"] == "done", "the second re-process never switched")
+    assert memory_of(stack, agent) == expected
+
+
+def test_cancel_discards_the_new_memory_and_keeps_the_live_one(stack: Stack) -> None:
+    agent = new_agent("cancelled")
+    stack.old_model.set()
+    try:
+        import_messages(stack, agent, conversation(agent)[:3])
+    finally:
+        stack.old_model.clear()
+    before = memory_of(stack, agent)
+    stack.embedder.released.clear()
+    stack.embedder.holding.set()
+    try:
+        started = stack.http.post(f"/v1/agents/{agent}/reprocess")
+        assert started.status_code == 202, started.text
+        shadow = shadow_agent_id(started.json()["reprocess_id"])
+        cancelled = stack.http.delete(f"/v1/agents/{agent}/reprocess")
+        assert cancelled.status_code == 200, cancelled.text
+        assert cancelled.json()["status"] == "cancelled"
+    finally:
+        stack.embedder.holding.clear()
+        stack.embedder.released.set()
+    with stack.engine.connect() as connection:
+        shadow_rows = connection.execute(
+            text("SELECT count(*) FROM memory_events WHERE agent_id = :shadow"), {"shadow": shadow}
+        ).scalar_one()
+    assert shadow_rows == 0
+    nothing_running = stack.http.delete(f"/v1/agents/{agent}/reprocess")
+    assert nothing_running.status_code == 409
+    assert nothing_running.json()["detail"][0]["field"] == "path.agent_id"
+    time.sleep(1.5)  # a look of the watcher after the cancel changes nothing
+    assert reprocess_status(stack, agent)["status"] == "cancelled"
+    assert memory_of(stack, agent) == before
+    assert any(OLD_WORDING in fact[0] for fact in before["facts"])
