@@ -385,9 +385,7 @@ def cancel_reprocess(engine: Engine, agent_id: str) -> ReprocessView | None:
         return get_reprocess(session, agent_id, reprocess_id)
 
 
-def advance_reprocess(
-    engine: Engine, reprocess_id: uuid.UUID, *, max_catch_up_rounds: int = MAX_CATCH_UP_ROUNDS
-) -> Advance:
+def advance_reprocess(engine: Engine, reprocess_id: uuid.UUID, *, max_catch_up_rounds: int | None = None) -> Advance:
     """Look at a re-process once: wait, copy late messages (a catch-up round), or switch.
 
     Safe to call any number of times, from any process: every step re-checks under the
@@ -412,7 +410,8 @@ def advance_reprocess(
                 )
                 return Advance("waiting", reprocess_id, pending=pending)
             late = int(session.execute(_UNMIRRORED_SQL, {"agent": agent_id, "shadow": shadow}).scalar_one())
-            if late and int(row.catch_up_rounds) < max_catch_up_rounds:
+            rounds = MAX_CATCH_UP_ROUNDS if max_catch_up_rounds is None else max_catch_up_rounds
+            if late and int(row.catch_up_rounds) < rounds:
                 queued = _mirror(session, agent_id, shadow)
                 session.execute(
                     text(

@@ -169,8 +169,8 @@ def memory_of(stack: Stack, agent: str) -> dict[str, Any]:
     with stack.engine.connect() as connection:
         facts = connection.execute(
             text(
-                "SELECT f.fact_text, f.entity_key, f.attribute_key, f.reinforcement_count, f.valid_from, e.text AS said "
-                "FROM memory_facts f LEFT JOIN memory_events e ON e.id = f.source_event_id "
+                "SELECT f.fact_text, f.entity_key, f.attribute_key, f.reinforcement_count, f.valid_from, "
+                "e.text AS said FROM memory_facts f LEFT JOIN memory_events e ON e.id = f.source_event_id "
                 "WHERE f.agent_id = :agent AND f.valid_to IS NULL"
             ),
             {"agent": agent},
@@ -304,7 +304,7 @@ def test_reprocess_rederives_the_memory_of_a_fresh_import_while_the_old_one_answ
         ).all()
         leftovers = {
             table: connection.execute(
-                text(f'SELECT count(*) FROM "{table}" WHERE agent_id = :shadow'),  # noqa: S608 - catalog names
+                text(f'SELECT count(*) FROM "{table}" WHERE agent_id = :shadow'),
                 {"shadow": shadow_agent_id(body["reprocess_id"])},
             ).scalar_one()
             for table in connection.execute(
@@ -354,3 +354,162 @@ def test_cancel_discards_the_new_memory_and_keeps_the_live_one(stack: Stack) -> 
     assert reprocess_status(stack, agent)["status"] == "cancelled"
     assert memory_of(stack, agent) == before
     assert any(OLD_WORDING in fact[0] for fact in before["facts"])
+
+
+def test_a_message_too_late_for_every_catch_up_round_is_applied_again_to_the_new_memory(
+    stack: Stack, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    agent, fresh = new_agent("late"), new_agent("late-fresh")
+    messages = conversation(agent)[1:3]
+    import_messages(stack, agent, messages)
+    late = {
+        "message": "Tiago lives in Braga.",
+        "speaker_name": "Ana",
+        "occurred_at": (START + timedelta(days=2)).isoformat(),
+    }
+    stack.embedder.released.clear()
+    stack.embedder.holding.set()
+    try:
+        assert stack.http.post(f"/v1/agents/{agent}/reprocess").status_code == 202
+        # No catch-up round: whatever was not copied at the start is re-driven at the switch.
+        monkeypatch.setattr("memory_core.maintenance.reprocess.MAX_CATCH_UP_ROUNDS", 0)
+        assert stack.http.post(f"/v1/agents/{agent}/messages", json=late).status_code == 202
+        poll(lambda: settled(stack, agent, len(messages) + 1), "the late message was not applied to the live memory")
+    finally:
+        stack.embedder.holding.clear()
+        stack.embedder.released.set()
+
+    def switched() -> dict[str, Any] | None:
+        status = reprocess_status(stack, agent)
+        return status if status["status"] == "done" else None
+
+    finished = poll(switched, "the re-process never switched")
+    assert (finished["done"], finished["requeued"], finished["catch_up_rounds"]) == (len(messages), 1, 0)
+    poll(lambda: settled(stack, agent, len(messages) + 1), "the re-driven late message did not finish")
+    import_messages(stack, fresh, [*messages, late])
+    assert memory_of(stack, agent) == memory_of(stack, fresh)
+
+
+# ---- Failed events: listing, paging, bulk re-drive --------------------------------------------------
+
+
+def test_failed_events_are_listed_by_page_and_re_driven_in_bulk(stack: Stack) -> None:
+    agent = new_agent("failing")
+    messages = [
+        {
+            "message": f"{POISON} note {index}: Ana plays the cello." if index < 2 else "Ana lives in Faro.",
+            "speaker_name": "Ana",
+            "occurred_at": (START + timedelta(minutes=index)).isoformat(),
+        }
+        for index in range(3)
+    ]
+    import_messages(stack, agent, messages)
+    assert run_statuses(stack, agent) == {"done": 3}
+    # A re-process with a model that refuses two of the messages: they end failed in the live log,
+    # and the new memory (as a fresh import with that model) lacks their facts.
+    stack.embedder.poisoned.set()
+    try:
+        assert stack.http.post(f"/v1/agents/{agent}/reprocess").status_code == 202
+
+        def switched() -> dict[str, Any] | None:
+            status = reprocess_status(stack, agent)
+            return status if status["status"] == "done" else None
+
+        finished = poll(switched, "the re-process never switched")
+        assert (finished["done"], finished["failed"]) == (1, 2)
+        assert run_statuses(stack, agent) == {"done": 1, "failed": 2}
+        assert not any("cello" in fact[0] for fact in memory_of(stack, agent)["facts"])
+
+        first = stack.http.get(f"/v1/agents/{agent}/events", params={"status": "failed", "limit": 1})
+        assert first.status_code == 200, first.text
+        page = first.json()
+        assert len(page["events"]) == 1
+        assert page["next_cursor"]
+        second = stack.http.get(
+            f"/v1/agents/{agent}/events", params={"status": "failed", "limit": 1, "cursor": page["next_cursor"]}
+        )
+        assert second.status_code == 200, second.text
+        assert second.json()["next_cursor"] is None
+        failed = [*page["events"], *second.json()["events"]]
+        assert len({event["event_id"] for event in failed}) == 2
+        assert all(event["status"] == "failed" and event["stage"] == "extract" for event in failed)
+        assert all(POISON in event["text"] and "refused" in (event["error"] or "") for event in failed)
+        everything = stack.http.get(f"/v1/agents/{agent}/events").json()["events"]
+        done_id = next(event["event_id"] for event in everything if event["status"] == "done")
+
+        for params, field in (
+            ({"status": "bogus"}, "query.status"),
+            ({"cursor": "not-a-cursor"}, "query.cursor"),
+            ({"limit": 0}, "query.limit"),
+        ):
+            refused = stack.http.get(f"/v1/agents/{agent}/events", params=params)
+            assert refused.status_code == 422, (params, refused.text)
+            assert refused.json()["detail"][0]["field"] == field
+        for body in ({}, {"all": True, "event_ids": [done_id]}, {"all": False}, {"event_ids": ["nope"]}):
+            refused = stack.http.post(f"/v1/agents/{agent}/events/retry", json=body)
+            assert refused.status_code == 422, (body, refused.text)
+            assert refused.json()["detail"][0]["field"].startswith("body"), refused.json()
+        nothing = stack.http.post(f"/v1/agents/{agent}/events/retry", json={"event_ids": [done_id]})
+        assert nothing.status_code == 202, nothing.text
+        assert (nothing.json()["retried"], nothing.json()["not_retried"], nothing.json()["remaining"]) == (
+            0,
+            [done_id],
+            2,
+        )
+    finally:
+        stack.embedder.poisoned.clear()
+
+    retried = stack.http.post(f"/v1/agents/{agent}/events/retry", json={"all": True})
+    assert retried.status_code == 202, retried.text
+    assert retried.json() | {"event_ids": None} == {
+        "retried": 2,
+        "by_stage": {"extract": 2},
+        "event_ids": None,
+        "not_retried": [],
+        "remaining": 0,
+    }
+    assert sorted(retried.json()["event_ids"]) == sorted(event["event_id"] for event in failed)
+    poll(lambda: run_statuses(stack, agent) == {"done": 3}, "the re-driven events did not finish")
+    assert any("cello" in fact[0] for fact in memory_of(stack, agent)["facts"])
+    assert stack.http.get(f"/v1/agents/{agent}/events", params={"status": "failed"}).json()["events"] == []
+
+
+# ---- Scopes ------------------------------------------------------------------------------------------
+
+
+def test_reprocess_needs_admin_and_listing_needs_read(stack: Stack) -> None:
+    prefix = f"t{uuid.uuid4().hex[:8]}:"
+    agent = f"{prefix}ana"
+
+    def key(permissions: list[str], agent_prefix: str = prefix) -> httpx.Client:
+        created = stack.http.post(
+            "/v1/keys",
+            json={"name": f"k-{uuid.uuid4().hex[:8]}", "agent_prefix": agent_prefix, "permissions": permissions},
+        )
+        assert created.status_code == 201, created.text
+        return httpx.Client(base_url=stack.base_url, headers=auth_headers(created.json()["key"]), timeout=60)
+
+    base = f"/v1/agents/{agent}"
+    with key(["read"]) as reader, key(["read", "write"]) as writer, key(["read", "admin"]) as admin:
+        assert reader.get(f"{base}/events", params={"status": "failed"}).status_code == 200
+        assert reader.get(f"{base}/reprocess").status_code == 404  # allowed; never re-processed
+        for client in (reader, writer):
+            for method, path, body in (
+                ("POST", f"{base}/reprocess", None),
+                ("DELETE", f"{base}/reprocess", None),
+                ("POST", f"{base}/events/retry", {"all": True}),
+            ):
+                refused = client.request(method, path, json=body)
+                assert refused.status_code == 403, (method, path, refused.text)
+                assert "'admin'" in refused.json()["error"]
+        assert admin.post(f"{base}/events/retry", json={"all": True}).json()["retried"] == 0
+        started = admin.post(f"{base}/reprocess")
+        assert started.status_code == 202, started.text
+        # An agent without messages switches to an empty memory at once.
+        poll(lambda: reader.get(f"{base}/reprocess").json()["status"] == "done", "the empty re-process never ended")
+    with key(["read", "write", "admin"], agent_prefix=f"t{uuid.uuid4().hex[:8]}:") as other:
+        for method, path in (("POST", "reprocess"), ("GET", "reprocess"), ("GET", "events"), ("POST", "events/retry")):
+            refused = other.request(method, f"{base}/{path}", json={"all": True} if path.endswith("retry") else None)
+            assert refused.status_code == 403, (method, path, refused.text)
+            assert refused.json()["detail"][0]["field"] == "path.agent_id"
+    assert stack.http.post("/v1/agents/not%20valid!/reprocess").status_code == 422
