@@ -352,13 +352,26 @@ def redrive(session: Session, event_id: uuid.UUID, *, from_scratch: bool) -> str
     """Reset a failed (or, ``from_scratch``, a done) run so the pipeline runs again.
 
     A failed run resumes at the stage that failed, keeping earlier stages' outputs; from
-    scratch clears them and re-extracts (for example after changing the model). Returns the
+    scratch clears them and re-extracts (for example after changing the model), and a done
+    run's facts and repetitions are withdrawn from memory first (:mod:`memory_core.write.withdraw`). Returns the
     stage to start from, or None when the run is in a state that cannot be re-driven.
     """
     run = session.get(PipelineRun, event_id, with_for_update=True)
     if run is None:
         return None
     if from_scratch and run.status in TERMINAL_STATUSES:
+        if run.status == "done":
+            # Imported here: the apply step's modules import this one.
+            from memory_core.write.upsert import lock_agent
+            from memory_core.write.withdraw import withdraw_result
+
+            # What the old extraction wrote goes first: the new one must neither find it nor
+            # count it as a repetition. The agent's lock, after the run's (the apply step's order).
+            lock_agent(session, run.agent_id)
+            occurred_at = session.execute(
+                select(MemoryEvent.occurred_at).where(MemoryEvent.id == event_id)
+            ).scalar_one()
+            withdraw_result(session, run.agent_id, occurred_at, run.result)
         run.status = "received"
         run.llm_cache = {}
         run.result = None

@@ -513,3 +513,35 @@ def test_reprocess_needs_admin_and_listing_needs_read(stack: Stack) -> None:
             assert refused.status_code == 403, (method, path, refused.text)
             assert refused.json()["detail"][0]["field"] == "path.agent_id"
     assert stack.http.post("/v1/agents/not%20valid!/reprocess").status_code == 422
+
+
+# ---- One event re-processed from scratch ----------------------------------------------------------------
+
+
+def test_an_event_re_processed_from_scratch_leaves_no_old_fact_and_no_extra_repetition(stack: Stack) -> None:
+    agent, fresh = new_agent("one-event"), new_agent("one-event-fresh")
+    messages = [
+        {"message": "I live in Porto.", "speaker_name": "Ana", "occurred_at": (START + timedelta(hours=i)).isoformat()}
+        for i in range(2)
+    ]
+    stack.old_model.set()
+    try:
+        import_messages(stack, agent, messages)
+    finally:
+        stack.old_model.clear()
+    import_messages(stack, fresh, messages)
+    old = memory_of(stack, agent)
+    assert {(fact[0], fact[3]) for fact in old["facts"]} == {
+        ("Ana lives in Porto.", 1),
+        ("Ana lives in Porto" + OLD_WORDING, 1),
+    }
+    with stack.engine.connect() as connection:
+        first, second = connection.execute(
+            text("SELECT id FROM memory_events WHERE agent_id = :agent ORDER BY occurred_at"), {"agent": agent}
+        ).scalars()
+    # The later message first: its repetitions are withdrawn, then counted again by the new model.
+    for event_id in (second, first):
+        redriven = stack.http.post(f"/v1/events/{event_id}/retry", json={"from_scratch": True})
+        assert redriven.status_code == 202, redriven.text
+        poll(lambda: settled(stack, agent, 2), f"the re-processed event {event_id} did not finish")
+    assert memory_of(stack, agent) == memory_of(stack, fresh)
