@@ -34,9 +34,12 @@ from arandu_client.errors import (
 )
 from arandu_client.models import (
     AgentErased,
+    AgentEvent,
+    AgentEventPage,
     AgentUsage,
     ApiKeyInfo,
     BatchAccepted,
+    BulkRetry,
     CreatedApiKey,
     DryRunResult,
     EntityDetail,
@@ -57,6 +60,7 @@ from arandu_client.models import (
     MessageAccepted,
     MessageOptions,
     Readiness,
+    Reprocess,
     RetrievedEvent,
     RetrieveResult,
     RetryAccepted,
@@ -69,6 +73,8 @@ __version__ = VERSION
 
 __all__ = [
     "AgentErased",
+    "AgentEvent",
+    "AgentEventPage",
     "AgentUsage",
     "ApiError",
     "ApiKeyInfo",
@@ -77,6 +83,7 @@ __all__ = [
     "AsyncAranduClient",
     "AuthenticationError",
     "BatchAccepted",
+    "BulkRetry",
     "ConflictError",
     "CreatedApiKey",
     "DryRunResult",
@@ -104,6 +111,7 @@ __all__ = [
     "PermissionDeniedError",
     "RateLimitedError",
     "Readiness",
+    "Reprocess",
     "RetrieveResult",
     "RetrievedEvent",
     "RetryAccepted",
