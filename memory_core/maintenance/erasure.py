@@ -71,6 +71,7 @@ __all__ = [
     "foreign_keys",
     "hold_off_erasure",
     "plan_erasure",
+    "stop_maintenance",
 ]
 
 logger = logging.getLogger(__name__)
@@ -253,6 +254,22 @@ def erasure_plan(connection: Session | Connection) -> list[TableErasure]:
 
 def _erasure_lock_key(agent_id: str) -> str:
     return f"arandu-erase:{agent_id}"
+
+
+def stop_maintenance(session: Session, agent_id: str) -> int:
+    """Stop the agent's maintenance runs as erasure does, for a caller about to replace its memory.
+
+    Waits for a job's transaction in flight (the erasure lock, exclusively, until the caller's
+    transaction ends) and deletes the agent's queued and running runs, so every later
+    transaction of those jobs raises :class:`AgentErasedError` before writing anything, and a
+    queued one finds nothing to claim. Returns how many runs were stopped.
+    """
+    session.execute(_ERASURE_LOCK_SQL, {"key": _erasure_lock_key(agent_id)})
+    result = session.execute(
+        text("DELETE FROM maintenance_job_runs WHERE agent_id = :agent AND status IN ('queued', 'running')"),
+        {"agent": agent_id},
+    )
+    return int(getattr(result, "rowcount", 0) or 0)
 
 
 def hold_off_erasure(connection: Session | Connection, agent_id: str) -> None:

@@ -17,7 +17,9 @@ When every shadow run is done or failed, one transaction, holding the locks the 
 and erasure take and in their order (the agent's run rows, then its advisory lock), then this
 re-process's row and the shadow's lock:
 
-1. deletes the live derived memory (:data:`DERIVED_TABLES`, children first, the erasure's plan);
+1. stops the agent's maintenance runs as erasure does (a job in flight would write what it
+   derived from the old memory), then deletes the live derived memory (:data:`DERIVED_TABLES`,
+   children first, the erasure's plan);
 2. re-keys the shadow's derived rows to the live agent id, and points their event references
    (a fact's ``source_event_id``...) at the live events;
 3. gives the live events the shadow's embeddings and emotion tags, and the live runs the shadow
@@ -62,6 +64,7 @@ from memory_core.maintenance.erasure import (
     erasure_plan,
     foreign_keys,
     plan_erasure,
+    stop_maintenance,
 )
 from memory_core.read.agent_index import database_key
 from memory_core.read.keywords import document_frequency_cache
@@ -462,6 +465,9 @@ def _switch(engine: Engine, reprocess_id: uuid.UUID, agent_id: str) -> Advance:
             # Cancelled meanwhile, or a catch-up round of another look started runs: look again later.
             return Advance("waiting" if status == "running" else "gone", reprocess_id)
         lock_agent(session, shadow)
+        # A maintenance job of the agent in flight would go on writing what it derived from the
+        # old memory: it is stopped as erasure stops it (Beat runs every job again after the switch).
+        stop_maintenance(session, agent_id)
         counts = {str(s): int(c) for s, c in session.execute(_RUN_COUNTS_SQL, {"shadow": shadow}).all()}
         keys = foreign_keys(session)
         present = set(agent_tables(session))
