@@ -22,13 +22,18 @@ re-process's row and the shadow's lock:
    children first, the erasure's plan);
 2. re-keys the shadow's derived rows to the live agent id, and points their event references
    (a fact's ``source_event_id``...) at the live events;
-3. gives the live events the shadow's embeddings and emotion tags, and the live runs the shadow
-   runs' state (status, error, result, stage outputs, LLM answers): a message that failed in the
-   re-process is ``failed`` in the live log, and can be re-driven;
+3. gives the live runs the shadow runs' state (status, error, result, stage outputs, LLM
+   answers): a message that failed in the re-process is ``failed`` in the live log, and can be
+   re-driven;
 4. re-drives from scratch the live messages that arrived too late to be copied (see below);
-5. adds the shadow's LLM usage to the agent's, and deletes what is left of the shadow.
+5. adds the shadow's LLM usage to the agent's.
 
-Events are never rewritten or deleted: the log stays the source of truth.
+What is left of the shadow (its events and runs) is erased after the commit, and the live events
+take the shadow's embeddings and emotion tags just before the switch's transaction: both are
+long rewrites that the agent's messages need not wait for.
+
+No event is deleted and no message changed (only its embedding and emotion tags are refreshed):
+the log stays the source of truth.
 
 Messages that arrive while it runs
 ----------------------------------
@@ -54,14 +59,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-from sqlalchemy import Engine, RowMapping, text
+from sqlalchemy import Engine, RowMapping, TextClause, text
 from sqlalchemy.orm import Session, sessionmaker
 
 from memory_core.maintenance.erasure import (
+    ForeignKey,
     agent_tables,
     delete_agent_rows,
     erase_agent,
-    erasure_plan,
     foreign_keys,
     plan_erasure,
     stop_maintenance,
@@ -161,6 +166,11 @@ _EVENTS_TAKE_EMBEDDINGS = text(
     FROM memory_events s
     WHERE s.agent_id = :shadow AND s.embedding_vec IS NOT NULL
       AND l.id = CAST(s.message_id AS uuid) AND l.agent_id = :agent
+      -- The same embedder gave the same vector: no row to rewrite.
+      AND (l.embedding_vec IS DISTINCT FROM s.embedding_vec
+           OR l.emotion_primary IS DISTINCT FROM s.emotion_primary
+           OR l.emotion_intensity IS DISTINCT FROM s.emotion_intensity
+           OR l.energy_level IS DISTINCT FROM s.energy_level)
     """
 )
 _RUNS_TAKE_STATE = text(
@@ -448,11 +458,30 @@ def _discard_shadow(engine: Engine, shadow: str) -> None:
         erase_agent(engine, shadow)
 
 
+def _rekey(table: str, keys: Sequence[ForeignKey]) -> TextClause:
+    """The statement giving ``table``'s shadow rows to the agent, their event references pointed at the
+    live events (one rewrite of each row: the facts are wide)."""
+    sets = ["agent_id = :agent"]
+    for key in keys:
+        if key.child == table and key.parent == "memory_events" and key.parent_columns == ("id",):
+            column = key.child_columns[0]
+            sets.append(
+                f'"{column}" = COALESCE((SELECT CAST(s.message_id AS uuid) FROM memory_events s '  # noqa: S608
+                f'WHERE s.id = t."{column}" AND s.agent_id = :shadow), t."{column}")'
+            )
+    # Names from DERIVED_TABLES and the catalog; the agents are bound.
+    return text(f'UPDATE "{table}" t SET {", ".join(sets)} WHERE t.agent_id = :shadow')  # noqa: S608
+
+
 def _switch(engine: Engine, reprocess_id: uuid.UUID, agent_id: str) -> Advance:
     """Replace the live memory with the shadow's in one transaction (see the module docstring)."""
     sessions = sessionmaker(bind=engine, expire_on_commit=False)
     shadow = shadow_agent_id(reprocess_id)
     params = {"agent": agent_id, "shadow": shadow}
+    with sessions.begin() as session:
+        # Before the switch, without the agent's lock (its messages are not held up by this long
+        # rewrite): the events' vectors are the current embedder's, whatever memory is live.
+        session.execute(_EVENTS_TAKE_EMBEDDINGS, params)
     with sessions.begin() as session:
         # The write pipeline's and erasure's lock order: the agent's run rows, then its lock. An
         # apply of the agent in flight finishes first; any later one waits for the switch.
@@ -474,26 +503,12 @@ def _switch(engine: Engine, reprocess_id: uuid.UUID, agent_id: str) -> Advance:
         derived = [table for table in DERIVED_TABLES if table in present]
         replaced = delete_agent_rows(session, agent_id, plan_erasure(derived, keys))
         for table in derived:
-            # Names from the fixed list above, checked against the catalog.
-            session.execute(text(f'UPDATE "{table}" SET agent_id = :agent WHERE agent_id = :shadow'), params)  # noqa: S608
-        for key in keys:
-            if key.parent == "memory_events" and key.child in derived and key.parent_columns == ("id",):
-                column = key.child_columns[0]
-                session.execute(
-                    text(
-                        f'UPDATE "{key.child}" t SET "{column}" = CAST(s.message_id AS uuid) '  # noqa: S608
-                        f'FROM memory_events s WHERE s.agent_id = :shadow AND t."{column}" = s.id '
-                        "AND t.agent_id = :agent"
-                    ),
-                    params,
-                )
-        session.execute(_EVENTS_TAKE_EMBEDDINGS, params)
+            session.execute(_rekey(table, keys), params)
         session.execute(_RUNS_TAKE_STATE, params)
         session.execute(_DROP_LIVE_OUTPUTS, params)
         session.execute(_MOVE_SHADOW_OUTPUTS, params)
         requeue = [str(event_id) for event_id in session.execute(_RESET_UNMIRRORED, params).scalars()]
         session.execute(_MOVE_USAGE, params)
-        delete_agent_rows(session, shadow, erasure_plan(session))
         session.execute(
             text(
                 "UPDATE agent_reprocesses SET status = 'done', total = :total, done = :done, failed = :failed, "
@@ -507,6 +522,9 @@ def _switch(engine: Engine, reprocess_id: uuid.UUID, agent_id: str) -> Advance:
                 "id": reprocess_id,
             },
         )
+    # What is left of the shadow (its events and runs) is nobody's memory any more: erased after
+    # the commit, so the agent's messages do not wait for it (the sweeper finishes a crash's).
+    erase_agent(engine, shadow)
     document_frequency_cache.forget_agent(database_key(engine), agent_id)
     logger.info(
         "re-process %s of agent %s switched: %s shadow runs, %d live rows replaced, %d late message(s) re-driven",
@@ -534,12 +552,13 @@ def stalled_reprocesses(session: Session, idle_s: float) -> list[uuid.UUID]:
 
 
 def orphan_shadows(session: Session) -> list[str]:
-    """Shadows of re-processes cancelled in the last day that still hold rows (the erasure after the
-    cancel's commit did not happen: a crash between the two)."""
+    """Shadows of re-processes cancelled or switched in the last day that still hold rows (the erasure
+    after the cancel's or the switch's commit did not happen: a crash between the two)."""
     found: list[str] = []
     for value in session.execute(
         text(
-            "SELECT id FROM agent_reprocesses WHERE status = 'cancelled' AND finished_at > now() - interval '1 day' "
+            "SELECT id FROM agent_reprocesses WHERE status IN ('cancelled', 'done') "
+            "AND finished_at > now() - interval '1 day' "
             "ORDER BY finished_at DESC LIMIT 100"
         )
     ).scalars():
