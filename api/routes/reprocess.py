@@ -10,6 +10,7 @@ the new generation is discarded, the live memory untouched.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from typing import Any
 
@@ -31,6 +32,8 @@ from memory_core.maintenance.reprocess import (
     start_reprocess,
 )
 from workers.tasks.reprocess import watch_reprocess
+
+logger = logging.getLogger("arandu.api")
 
 router = APIRouter(tags=["agents"], dependencies=[Depends(require_api_key)])
 
@@ -104,7 +107,16 @@ def post_reprocess(request: Request, agent_id: AgentId) -> JSONResponse:
 
     def publish() -> None:
         state.enqueue(queued)
-        watch_reprocess(state.celery, view.reprocess_id)
+        try:
+            watch_reprocess(state.celery, view.reprocess_id)
+        except Exception as error:
+            # Beat's sweeper watches a re-process nobody looked at (ARANDU_PIPELINE_STALE_AFTER_S).
+            logger.warning(
+                "could not publish the watcher of re-process %s (%s: %s)",
+                view.reprocess_id,
+                type(error).__name__,
+                error,
+            )
 
     return answer(202, view_answer(view), then=publish)
 

@@ -22,11 +22,14 @@ from typing import Any
 import httpx
 import pytest
 from sqlalchemy import Engine, create_engine, text
+from sqlalchemy.orm import Session
 
 from memory_core.cognition.models import ExtractedFact, ExtractionInput, ExtractionOutput
 from memory_core.cognition.skill import Skill, SkillOutcome
+from memory_core.maintenance.runs import agents_with_new_events
 from memory_core.providers.errors import ProviderRequestError
 from memory_core.providers.hashing_embedder import HashingEmbedder
+from memory_core.read.explorer import list_agents
 from memory_core.settings import Settings
 from memory_core.shadow import shadow_agent_id
 from memory_core.write.context import WriteContext, build_write_context
@@ -272,6 +275,12 @@ def test_reprocess_rederives_the_memory_of_a_fresh_import_while_the_old_one_answ
                 {"shadow": shadow_agent_id(body["reprocess_id"])},
             ).scalar_one()
         assert listed >= len(messages)
+        # The shadow is no agent anyone sees: not listed, not given maintenance jobs.
+        with Session(stack.engine) as session:
+            seen = [summary.agent_id for summary in list_agents(session, limit=1000).items]
+            scheduled = agents_with_new_events(session, "importance")
+        assert not [agent_id for agent_id in [*seen, *scheduled] if agent_id.startswith("~")]
+        assert agent in scheduled
         assert stack.http.get(f"/v1/agents/{agent}/reprocess/{body['reprocess_id']}").json()["status"] == "running"
     finally:
         stack.embedder.holding.clear()
