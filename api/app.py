@@ -21,6 +21,7 @@ from api.mcp_endpoint import MCP_PATH, McpEndpoint
 from api.metrics import build_metrics_registry
 from api.routes import (
     agent_config,
+    agent_events,
     agents,
     event_lookup,
     events,
@@ -29,6 +30,7 @@ from api.routes import (
     keys,
     memory,
     messages,
+    reprocess,
     retrieve,
     usage,
 )
@@ -79,11 +81,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(imports.router)
     app.include_router(events.router)
     app.include_router(event_lookup.router)
+    app.include_router(agent_events.router)
     app.include_router(retrieve.router)
     app.include_router(memory.router)
     app.include_router(jobs.router)
     app.include_router(agents.router)
     app.include_router(agent_config.router)
+    app.include_router(reprocess.router)
     app.include_router(usage.router)
     app.include_router(keys.router)
     install_ui(app, settings)
@@ -91,7 +95,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # A route, not a mount: a mount answers /mcp with a redirect to /mcp/, which clients must then follow.
     app.router.add_route(MCP_PATH, mcp_endpoint, methods=["GET", "POST", "DELETE"], include_in_schema=False)
     install_request_schemas(
-        app, [MessageIn, BatchIn, ImportIn, RetryIn, RetrieveIn, AgentConfigIn, event_lookup.EventLookupIn, keys.KeyIn]
+        app,
+        [
+            MessageIn,
+            BatchIn,
+            ImportIn,
+            RetryIn,
+            RetrieveIn,
+            AgentConfigIn,
+            event_lookup.EventLookupIn,
+            agent_events.BulkRetryIn,
+            keys.KeyIn,
+        ],
     )
 
     metrics_registry = build_metrics_registry(

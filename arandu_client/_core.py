@@ -24,10 +24,12 @@ from arandu_client.errors import WaitTimeoutError, api_error
 from arandu_client.models import (
     AgentConfig,
     AgentErased,
+    AgentEventPage,
     AgentUsage,
     ApiKeyInfo,
     ApiKeyList,
     BatchAccepted,
+    BulkRetry,
     CreatedApiKey,
     Deleted,
     DryRunResult,
@@ -46,6 +48,7 @@ from arandu_client.models import (
     MessageAccepted,
     MessageOptions,
     Readiness,
+    Reprocess,
     RetrieveResult,
     RetryAccepted,
     TimeWindow,
@@ -232,6 +235,41 @@ def retry_event(event_id: str, from_scratch: bool) -> Call[RetryAccepted]:
     return Call(
         "POST", f"/v1/events/{_segment(event_id)}/retry", _model(RetryAccepted), json={"from_scratch": from_scratch}
     )
+
+
+def list_events(agent_id: str, *, status: str, cursor: str | None, limit: int) -> Call[AgentEventPage]:
+    """``GET /v1/agents/{agent_id}/events``: a page of the agent's events (``failed``, ``pending`` or ``all``)."""
+    params: dict[str, str | int] = {"status": status, "limit": limit}
+    if cursor:
+        params["cursor"] = cursor
+    return Call("GET", f"{_agent(agent_id)}/events", _model(AgentEventPage), params=params)
+
+
+def retry_failed_events(agent_id: str, event_ids: Sequence[str] | None) -> Call[BulkRetry]:
+    """``POST /v1/agents/{agent_id}/events/retry``: re-drive ``event_ids``, or every failed event (None)."""
+    body: dict[str, Any] = {"all": True} if event_ids is None else {"event_ids": list(event_ids)}
+    return Call("POST", f"{_agent(agent_id)}/events/retry", _model(BulkRetry), json=body)
+
+
+def start_reprocess(agent_id: str) -> Call[Reprocess]:
+    """``POST /v1/agents/{agent_id}/reprocess``: re-derive the agent's memory from its event log."""
+    return Call("POST", f"{_agent(agent_id)}/reprocess", _model(Reprocess))
+
+
+def reprocess_status(agent_id: str, reprocess_id: str | None) -> Call[Reprocess]:
+    """``GET /v1/agents/{agent_id}/reprocess[/{reprocess_id}]``: the latest (or one) re-process."""
+    suffix = f"/{_segment(reprocess_id)}" if reprocess_id else ""
+    return Call("GET", f"{_agent(agent_id)}/reprocess{suffix}", _model(Reprocess))
+
+
+def cancel_reprocess(agent_id: str) -> Call[Reprocess]:
+    """``DELETE /v1/agents/{agent_id}/reprocess``: cancel the running re-process (409 when none runs)."""
+    return Call("DELETE", f"{_agent(agent_id)}/reprocess", _model(Reprocess))
+
+
+def describe_reprocess(progress: Reprocess) -> str:
+    """``running: 40 done, 0 failed, 60 pending``."""
+    return f"{progress.status}: {progress.done} done, {progress.failed} failed, {progress.pending} pending"
 
 
 # ---- Retrieval and memory ----------------------------------------------------------------

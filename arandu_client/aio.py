@@ -17,9 +17,11 @@ from arandu_client.errors import TransportError
 from arandu_client.models import (
     AgentConfig,
     AgentErased,
+    AgentEventPage,
     AgentUsage,
     ApiKeyInfo,
     BatchAccepted,
+    BulkRetry,
     CreatedApiKey,
     DryRunResult,
     EntityPage,
@@ -37,6 +39,7 @@ from arandu_client.models import (
     MessageAccepted,
     MessageOptions,
     Readiness,
+    Reprocess,
     RetrieveResult,
     RetryAccepted,
 )
@@ -169,6 +172,39 @@ class AsyncAranduClient:
     async def retry_event(self, event_id: str, from_scratch: bool = False) -> RetryAccepted:
         """Re-drive a failed event (or, ``from_scratch``, re-process a done one); 409 otherwise."""
         return await self._call(_core.retry_event(event_id, from_scratch))
+
+    async def list_events(
+        self, agent_id: str, *, status: str = "failed", cursor: str | None = None, limit: int = 50
+    ) -> AgentEventPage:
+        """A page of the agent's events with their processing (``failed``, ``pending`` or ``all``), newest first."""
+        return await self._call(_core.list_events(agent_id, status=status, cursor=cursor, limit=limit))
+
+    async def retry_failed_events(self, agent_id: str, event_ids: Sequence[str] | None = None) -> BulkRetry:
+        """Re-drive the agent's failed events (``event_ids``, or all of them: 10,000 per call, see ``remaining``)."""
+        return await self._call(_core.retry_failed_events(agent_id, event_ids))
+
+    async def reprocess(self, agent_id: str) -> Reprocess:
+        """Re-derive the agent's whole memory from its event log (see :meth:`AranduClient.reprocess`)."""
+        return await self._call(_core.start_reprocess(agent_id))
+
+    async def reprocess_status(self, agent_id: str, reprocess_id: str | None = None) -> Reprocess:
+        """The agent's latest re-process (or ``reprocess_id``); NotFoundError when there is none."""
+        return await self._call(_core.reprocess_status(agent_id, reprocess_id))
+
+    async def cancel_reprocess(self, agent_id: str) -> Reprocess:
+        """Cancel the running re-process: the new memory is discarded, the live one kept (409 when none runs)."""
+        return await self._call(_core.cancel_reprocess(agent_id))
+
+    async def wait_for_reprocess(
+        self, agent_id: str, reprocess_id: str | None = None, *, timeout: float = 3600, poll_interval: float = 1.0
+    ) -> Reprocess:
+        """Poll until the re-process is ``done`` or ``cancelled``."""
+        pacer = _core.Pacer(f"re-process of {agent_id}", timeout, poll_interval)
+        while True:
+            progress = await self.reprocess_status(agent_id, reprocess_id)
+            if progress.finished:
+                return progress
+            await asyncio.sleep(pacer.delay(_core.describe_reprocess(progress)))
 
     # ---- Retrieval -------------------------------------------------------------------------
 

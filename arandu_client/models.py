@@ -295,6 +295,65 @@ class AgentErased(_Model):
         return sum(self.deleted.values())
 
 
+class Reprocess(_Model):
+    """A re-process of an agent's memory from its event log; ``status`` is ``running``, ``done`` or ``cancelled``.
+
+    While it runs, ``total``/``done``/``failed``/``pending`` count the messages being re-derived;
+    ``requeued`` counts messages that arrived too late and were re-driven at the switch.
+    """
+
+    reprocess_id: str
+    agent_id: str
+    status: str
+    total: int
+    done: int
+    failed: int
+    pending: int
+    requeued: int = 0
+    catch_up_rounds: int = 0
+    error: str | None = None
+    created_at: datetime | None = None
+    finished_at: datetime | None = None
+
+    @property
+    def finished(self) -> bool:
+        """True once the re-process switched to the new memory or was cancelled."""
+        return self.status != "running"
+
+
+class AgentEvent(_Model):
+    """One of an agent's messages and where its processing stands."""
+
+    event_id: str
+    status: str
+    stage: str | None = None
+    attempts: int = 0
+    error: str | None = None
+    speaker: str
+    text: str
+    occurred_at: datetime
+    created_at: datetime | None = None
+    finished_at: datetime | None = None
+    import_id: str | None = None
+
+
+class AgentEventPage(_Model):
+    """A page of an agent's events, newest received first; ``next_cursor`` is None on the last page."""
+
+    events: list[AgentEvent] = Field(default_factory=list)
+    next_cursor: str | None = None
+
+
+class BulkRetry(_Model):
+    """Failed events re-driven in bulk: how many, by the stage each restarts at, and what was not."""
+
+    retried: int
+    by_stage: dict[str, int] = Field(default_factory=dict)
+    event_ids: list[str] = Field(default_factory=list)
+    not_retried: list[str] = Field(default_factory=list)
+    remaining: int = 0
+
+
 # ---- Maintenance jobs ----------------------------------------------------------------------
 
 JOB_FINAL_STATUSES = frozenset({"done", "failed", "skipped"})

@@ -16,9 +16,11 @@ from arandu_client.errors import TransportError
 from arandu_client.models import (
     AgentConfig,
     AgentErased,
+    AgentEventPage,
     AgentUsage,
     ApiKeyInfo,
     BatchAccepted,
+    BulkRetry,
     CreatedApiKey,
     DryRunResult,
     EntityPage,
@@ -36,6 +38,7 @@ from arandu_client.models import (
     MessageAccepted,
     MessageOptions,
     Readiness,
+    Reprocess,
     RetrieveResult,
     RetryAccepted,
 )
@@ -168,6 +171,51 @@ class AranduClient:
     def retry_event(self, event_id: str, from_scratch: bool = False) -> RetryAccepted:
         """Re-drive a failed event (or, ``from_scratch``, re-process a done one); 409 otherwise."""
         return self._call(_core.retry_event(event_id, from_scratch))
+
+    def list_events(
+        self, agent_id: str, *, status: str = "failed", cursor: str | None = None, limit: int = 50
+    ) -> AgentEventPage:
+        """A page of the agent's events with their processing (``failed``, ``pending`` or ``all``), newest first;
+        pass the page's ``next_cursor`` as ``cursor`` for the next one."""
+        return self._call(_core.list_events(agent_id, status=status, cursor=cursor, limit=limit))
+
+    def retry_failed_events(self, agent_id: str, event_ids: Sequence[str] | None = None) -> BulkRetry:
+        """Re-drive the agent's failed events (``event_ids``, or all of them: 10,000 per call, see ``remaining``)."""
+        return self._call(_core.retry_failed_events(agent_id, event_ids))
+
+    def reprocess(self, agent_id: str) -> Reprocess:
+        """Re-derive the agent's whole memory from its event log with the service's current skills and
+        embedder; retrieval answers from the old memory until the new one replaces it. 409 while one runs."""
+        return self._call(_core.start_reprocess(agent_id))
+
+    def reprocess_status(self, agent_id: str, reprocess_id: str | None = None) -> Reprocess:
+        """The agent's latest re-process (or ``reprocess_id``); NotFoundError when there is none."""
+        return self._call(_core.reprocess_status(agent_id, reprocess_id))
+
+    def cancel_reprocess(self, agent_id: str) -> Reprocess:
+        """Cancel the running re-process: the new memory is discarded, the live one kept (409 when none runs)."""
+        return self._call(_core.cancel_reprocess(agent_id))
+
+    def wait_for_reprocess(
+        self,
+        agent_id: str,
+        reprocess_id: str | None = None,
+        *,
+        timeout: float = 3600,
+        poll_interval: float = 1.0,
+        on_progress: Callable[[Reprocess], object] | None = None,
+    ) -> Reprocess:
+        """Poll until the re-process is ``done`` or ``cancelled``; ``on_progress`` sees every change."""
+        pacer = _core.Pacer(f"re-process of {agent_id}", timeout, poll_interval)
+        seen: Reprocess | None = None
+        while True:
+            progress = self.reprocess_status(agent_id, reprocess_id)
+            if on_progress is not None and progress != seen:
+                seen = progress
+                on_progress(progress)
+            if progress.finished:
+                return progress
+            time.sleep(pacer.delay(_core.describe_reprocess(progress)))
 
     # ---- Retrieval -------------------------------------------------------------------------
 

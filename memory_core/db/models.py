@@ -157,6 +157,35 @@ class Import(Base):
     created_at: Mapped[datetime] = _created_at()
 
 
+class AgentReprocess(Base):
+    """A re-process of an agent's whole memory from its event log (migration 0021).
+
+    The new memory is derived under the hidden agent id ``~reprocess:<id>`` and replaces the
+    live one in one transaction when every event is through (:mod:`memory_core.maintenance.reprocess`).
+    """
+
+    __tablename__ = "agent_reprocesses"
+    __table_args__ = (
+        Index("ix_agent_reprocesses_agent_created", "agent_id", "created_at"),
+        # One running re-process per agent (the API answers 409 to a second one).
+        Index("uq_agent_reprocesses_running", "agent_id", unique=True, postgresql_where=sql_text("status = 'running'")),
+        Index("ix_agent_reprocesses_running", "updated_at", postgresql_where=sql_text("status = 'running'")),
+    )
+
+    id: Mapped[uuid.UUID] = _pk()
+    agent_id: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16), server_default=sql_text("'running'"))
+    total: Mapped[int] = mapped_column(Integer, server_default=sql_text("0"))
+    done: Mapped[int] = mapped_column(Integer, server_default=sql_text("0"))
+    failed: Mapped[int] = mapped_column(Integer, server_default=sql_text("0"))
+    requeued: Mapped[int] = mapped_column(Integer, server_default=sql_text("0"))
+    catch_up_rounds: Mapped[int] = mapped_column(Integer, server_default=sql_text("0"))
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = _created_at()
+    updated_at: Mapped[datetime] = _created_at()
+    finished_at: Mapped[datetime | None] = mapped_column()
+
+
 class PipelineRun(Base):
     """Write-pipeline state of one event: status, stage, attempts, stage outputs, usage, timings."""
 

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import delete, func, literal, select, text, update
+from sqlalchemy import bindparam, delete, func, literal, select, text, update
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.orm import Session
@@ -368,13 +368,26 @@ def redrive(session: Session, event_id: uuid.UUID, *, from_scratch: bool) -> str
     """Reset a failed (or, ``from_scratch``, a done) run so the pipeline runs again.
 
     A failed run resumes at the stage that failed, keeping earlier stages' outputs; from
-    scratch clears them and re-extracts (for example after changing the model). Returns the
+    scratch clears them and re-extracts (for example after changing the model), and a done
+    run's facts and repetitions are withdrawn from memory first (:mod:`memory_core.write.withdraw`). Returns the
     stage to start from, or None when the run is in a state that cannot be re-driven.
     """
     run = session.get(PipelineRun, event_id, with_for_update=True)
     if run is None:
         return None
     if from_scratch and run.status in TERMINAL_STATUSES:
+        if run.status == "done":
+            # Imported here: the apply step's modules import this one.
+            from memory_core.write.upsert import lock_agent
+            from memory_core.write.withdraw import withdraw_result
+
+            # What the old extraction wrote goes first: the new one must neither find it nor
+            # count it as a repetition. The agent's lock, after the run's (the apply step's order).
+            lock_agent(session, run.agent_id)
+            occurred_at = session.execute(
+                select(MemoryEvent.occurred_at).where(MemoryEvent.id == event_id)
+            ).scalar_one()
+            withdraw_result(session, run.agent_id, occurred_at, run.result)
         run.status = "received"
         run.llm_cache = {}
         run.result = None
@@ -392,6 +405,65 @@ def redrive(session: Session, event_id: uuid.UUID, *, from_scratch: bool) -> str
     run.finished_at = None
     run.updated_at = session.execute(select(func.now())).scalar_one()
     return start
+
+
+def _restart_status_sql() -> str:
+    """SQL of the status a failed run restarts in: its failed stage's input (``extract``'s when unknown)."""
+    cases = " ".join(f"WHEN '{stage}' THEN '{STAGE_INPUT_STATUS[stage]}'" for stage in STAGES)
+    return f"CASE r.stage {cases} ELSE 'received' END"
+
+
+_REDRIVE_FAILED = text(
+    f"""
+    WITH chosen AS (
+        SELECT event_id FROM pipeline_runs
+        WHERE agent_id = :agent AND status = 'failed'
+          AND (CAST(:ids AS uuid[]) IS NULL OR event_id = ANY(CAST(:ids AS uuid[])))
+        ORDER BY created_at, event_id
+        LIMIT :limit
+        FOR UPDATE SKIP LOCKED
+    )
+    UPDATE pipeline_runs r SET status = {_restart_status_sql()}, attempts = 0, throttled_retries = 0, sweeps = 0,
+        error = NULL, finished_at = NULL, updated_at = now()
+    FROM chosen WHERE r.event_id = chosen.event_id
+    RETURNING r.event_id, CASE WHEN r.stage IN :stages THEN r.stage ELSE 'extract' END AS start
+    """  # noqa: S608 - the CASE is built from the stage constants, no input reaches the text
+).bindparams(bindparam("stages", expanding=True))
+
+
+def redrive_failed(
+    session: Session, agent_id: str, event_ids: Sequence[uuid.UUID] | None, *, limit: int
+) -> dict[str, list[uuid.UUID]]:
+    """:func:`redrive` for many failed runs of one agent at once: ``event_ids``, or every failed one.
+
+    Each run resumes at the stage that failed, as a single re-drive does. At most ``limit``
+    runs, oldest first; runs another transaction holds are left for the next call. Returns the
+    runs re-driven by the stage to start them at.
+    """
+    rows = session.execute(
+        _REDRIVE_FAILED,
+        {
+            "agent": agent_id,
+            "ids": None if event_ids is None else [str(event_id) for event_id in event_ids],
+            "limit": limit,
+            "stages": list(STAGES),
+        },
+    ).all()
+    by_stage: dict[str, list[uuid.UUID]] = {}
+    for event_id, start in rows:
+        by_stage.setdefault(str(start), []).append(event_id)
+    return by_stage
+
+
+def count_failed(session: Session, agent_id: str) -> int:
+    """How many of the agent's runs are ``failed``."""
+    return int(
+        session.execute(
+            select(func.count())
+            .select_from(PipelineRun)
+            .where(PipelineRun.agent_id == agent_id, PipelineRun.status == "failed")
+        ).scalar_one()
+    )
 
 
 @dataclass(frozen=True)

@@ -279,6 +279,11 @@ def write_memory(stack: Stack, client: AranduClient, agent: str) -> None:
             ),
             {"agent": agent},
         )
+        # A finished re-process of the agent (memory_core.maintenance.reprocess): its record goes too.
+        connection.execute(
+            text("INSERT INTO agent_reprocesses (agent_id, status, finished_at) VALUES (:agent, 'done', now())"),
+            {"agent": agent},
+        )
         # LLM usage: this stack runs offline, so no call is ever counted; a row of an LLM's day.
         connection.execute(
             text(

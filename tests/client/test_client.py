@@ -377,6 +377,20 @@ def test_the_async_client_does_the_same(stack: Stack, agent: str) -> None:
                 await client.retry_event(first.event_id)
             assert await client.delete_all_facts(agent) == 3
 
+            # A re-process derives the memory from the messages again: the facts are back.
+            reprocess = await client.reprocess(agent)
+            switched = await client.wait_for_reprocess(agent, reprocess.reprocess_id, timeout=90, poll_interval=0.1)
+            assert (switched.status, switched.total, switched.failed) == ("done", 4, 0)
+            assert "Eva moved to Cusco." in [fact.fact_text for fact in (await client.list_facts(agent)).facts]
+            with pytest.raises(ConflictError):
+                await client.cancel_reprocess(agent)
+            events = await client.list_events(agent, status="all", limit=3)
+            assert len(events.events) == 3
+            assert events.next_cursor is not None
+            rest = await client.list_events(agent, status="all", cursor=events.next_cursor)
+            assert [event.status for event in rest.events] == ["done"]
+            assert (await client.retry_failed_events(agent)).retried == 0
+
         async with AsyncAranduClient(stack.base_url, "wrong") as intruder:
             with pytest.raises(AuthenticationError):
                 await intruder.list_entities(agent)

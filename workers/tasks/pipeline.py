@@ -39,6 +39,7 @@ from memory_core.write.schemas import STAGES
 from workers.context import get_write_context
 from workers.intake import TAKE_LIMIT as INTAKE_TAKE_LIMIT
 from workers.intake import IntakeQueue
+from workers.tasks.reprocess import kick_stalled_reprocesses
 
 logger = logging.getLogger("arandu.pipeline")
 
@@ -316,4 +317,9 @@ def register_pipeline_tasks(app: Celery) -> None:
                 pipeline_chain(self.app, ids[offset : offset + size], stage).apply_async()
         if stuck:
             logger.warning("sweeper re-enqueued %d stuck runs", len(stuck))
+        try:
+            # Re-processes whose watcher was lost are watched again (memory_core.maintenance.reprocess).
+            kick_stalled_reprocesses(self.app, max(settings.pipeline_stale_after_s, 60.0))
+        except Exception as error:
+            logger.warning("sweeper could not look at re-processes (%s: %s)", type(error).__name__, error)
         return len(stuck)
