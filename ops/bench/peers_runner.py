@@ -50,6 +50,28 @@ def boundary(ended: str | None, results: dict[str, Any] | None, begins: str | No
         raise SystemExit("the benchmark process went away")
 
 
+PROGRESS_EVERY_S = 15.0
+
+
+class Progress:
+    """Tells the benchmark how many turns a phase has written, every PROGRESS_EVERY_S."""
+
+    def __init__(self) -> None:
+        self.done = 0
+        self.started = self.last = time.perf_counter()
+        self._lock = threading.Lock()
+
+    def add(self) -> None:
+        with self._lock:
+            self.done += 1
+            now = time.perf_counter()
+            if now - self.last < PROGRESS_EVERY_S:
+                return
+            self.last = now
+            done, seconds = self.done, now - self.started
+        say({"event": "progress", "done": done, "seconds": seconds})
+
+
 class Errors:
     """A count of failures and the first few messages."""
 
@@ -129,22 +151,26 @@ async def run_arandu(job: dict[str, Any], data: dict[str, Any]) -> None:
             errors.add(f"{agent} {turn['message_id']}: {type(error).__name__}: {error}")
         return time.perf_counter() - started
 
-    async def writer(agent: str, turns: list[dict[str, Any]], errors: Errors, latencies: list[float]) -> None:
+    async def writer(
+        agent: str, turns: list[dict[str, Any]], errors: Errors, latencies: list[float], progress: Progress
+    ) -> None:
         for turn in turns:
             latencies.append(await write(agent, turn, errors))
+            progress.add()
 
     boundary(None, None, "sequential")
     seq = data["sequential"]
     errors, latencies = Errors(), []
     started = time.perf_counter()
-    await writer(seq["agent"], seq["turns"], errors, latencies)
+    await writer(seq["agent"], seq["turns"], errors, latencies, Progress())
     results = write_results(len(seq["turns"]), time.perf_counter() - started, latencies, errors)
 
     boundary("sequential", results, "concurrent")
     errors, latencies = Errors(), []
     conversations: dict[str, list[dict[str, Any]]] = data["concurrent"]
     started = time.perf_counter()
-    await asyncio.gather(*(writer(agent, turns, errors, latencies) for agent, turns in conversations.items()))
+    progress = Progress()
+    await asyncio.gather(*(writer(agent, turns, errors, latencies, progress) for agent, turns in conversations.items()))
     results = write_results(sum(map(len, conversations.values())), time.perf_counter() - started, latencies, errors)
 
     # Which turn each fact came from: the fact's source event, written by one client.write.
@@ -237,15 +263,18 @@ def run_mem0(job: dict[str, Any], data: dict[str, Any]) -> None:
             errors.add(f"{agent} {turn['message_id']}: {type(error).__name__}: {error}")
         return time.perf_counter() - started
 
-    def writer(agent: str, turns: list[dict[str, Any]], errors: Errors, latencies: list[float]) -> None:
+    def writer(
+        agent: str, turns: list[dict[str, Any]], errors: Errors, latencies: list[float], progress: Progress
+    ) -> None:
         for turn in turns:
             latencies.append(write(agent, turn, errors))
+            progress.add()
 
     boundary(None, None, "sequential")
     seq = data["sequential"]
     errors, latencies = Errors(), []
     started = time.perf_counter()
-    writer(seq["agent"], seq["turns"], errors, latencies)
+    writer(seq["agent"], seq["turns"], errors, latencies, Progress())
     results = write_results(len(seq["turns"]), time.perf_counter() - started, latencies, errors)
 
     boundary("sequential", results, "concurrent")
@@ -253,7 +282,11 @@ def run_mem0(job: dict[str, Any], data: dict[str, Any]) -> None:
     conversations: dict[str, list[dict[str, Any]]] = data["concurrent"]
     started = time.perf_counter()
     with ThreadPoolExecutor(max_workers=len(conversations)) as pool:
-        for future in [pool.submit(writer, agent, turns, errors, latencies) for agent, turns in conversations.items()]:
+        progress = Progress()
+        jobs = [
+            pool.submit(writer, agent, turns, errors, latencies, progress) for agent, turns in conversations.items()
+        ]
+        for future in jobs:
             future.result()
     results = write_results(sum(map(len, conversations.values())), time.perf_counter() - started, latencies, errors)
 
