@@ -759,8 +759,7 @@ def build_rows(runs: Sequence[SystemRun], workload: Workload) -> tuple[list[list
             target=f">= {TARGET_THROUGHPUT_RATIO:.0f}x the better peer",
         ),
         Measure(
-            "per message latency p50 / p95, natural concurrency (s; this service: received -> done, the whole "
-            "import queued at once; a peer: one write call)",
+            "latency per message p50 / p95, natural concurrency (s; ours counts the import's queueing)",
             each(lambda r: percentile(r.concurrent.latencies, 95)),
             LOWER,
             _fmt("{:,.2f}"),
