@@ -36,7 +36,7 @@ from tests.support.openai_stub import StubReply, approx_tokens
 
 OURS = "this service"
 ARANDU = "arandu 0.14.3"
-MEM0 = "mem0"
+MEM0 = "mem0 2.2.1"
 HASHING_DIMENSIONS = 384
 # What a request that names no dimensions gets: the size text-embedding-3-small answers with, the
 # size the SDK's tables are created with.

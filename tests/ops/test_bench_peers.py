@@ -121,7 +121,7 @@ def test_the_table_gives_ratios_to_the_better_peer_and_says_why_a_peer_did_not_r
         "retrieve p50 / p95, 16 clients, LLM reranker off (ms): p95 <= 0.5x the better peer": True,
         "evidence recall@5 / @10, defaults (%): @10 above both": True,
     }
-    assert any("mem0 could not run here: pip install failed" in note for note in notes)
+    assert any(f"{MEM0} could not run here: pip install failed" in note for note in notes)
 
 
 def test_an_installed_venv_with_the_same_pins_is_reused_without_pip(tmp_path: Path) -> None:
