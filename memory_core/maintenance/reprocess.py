@@ -120,6 +120,7 @@ KEPT_TABLES: tuple[str, ...] = (
     "llm_usage",
     "maintenance_job_runs",
     "agent_reprocesses",
+    "agent_configs",  # the shadow works on a copy; the live agent's config is never replaced
 )
 #: Rounds of copying messages that arrived during the re-process before switching anyway.
 MAX_CATCH_UP_ROUNDS = 3
@@ -324,6 +325,14 @@ def start_reprocess(session: Session, agent_id: str) -> tuple[ReprocessView, lis
         ).scalar_one()
         raise ReprocessRunningError(agent_id, running)
     reprocess_id = uuid.UUID(str(created))
+    # The shadow derives under the agent's own config (a copy taken now; erased with the shadow).
+    session.execute(
+        text(
+            "INSERT INTO agent_configs (agent_id, overrides, updated_at) "
+            "SELECT :shadow, overrides, now() FROM agent_configs WHERE agent_id = :agent"
+        ),
+        {"shadow": shadow_agent_id(reprocess_id), "agent": agent_id},
+    )
     queued = _mirror(session, agent_id, shadow_agent_id(reprocess_id))
     session.execute(
         text("UPDATE agent_reprocesses SET total = :total WHERE id = :id"), {"total": len(queued), "id": reprocess_id}

@@ -331,6 +331,40 @@ def test_reprocess_rederives_the_memory_of_a_fresh_import_while_the_old_one_answ
     assert memory_of(stack, agent) == expected
 
 
+def test_reprocess_derives_under_the_agents_own_config(stack: Stack) -> None:
+    tuned, plain = new_agent("tuned"), new_agent("plain")
+    overrides = {"max_facts_per_event": 1}
+    for agent in (tuned, plain):
+        if agent == tuned:
+            put = stack.http.put(f"/v1/agents/{agent}/config", json={"overrides": overrides})
+            assert put.status_code == 200, put.text
+        said = [
+            ("I work as a nurse. I play the violin. I live in Porto.", 0),
+            ("My sister Rita lives in Faro. She loves jazz.", 1),
+        ]
+        import_messages(
+            stack,
+            agent,
+            [
+                {
+                    "message": message,
+                    "speaker_name": "Ana",
+                    "occurred_at": (START + timedelta(hours=hour)).isoformat(),
+                    "message_id": f"{agent}-{hour}",
+                }
+                for message, hour in said
+            ],
+        )
+    expected = memory_of(stack, tuned)
+    assert len(expected["facts"]) < len(memory_of(stack, plain)["facts"])  # the config matters here
+
+    started = stack.http.post(f"/v1/agents/{tuned}/reprocess")
+    assert started.status_code == 202, started.text
+    poll(lambda: reprocess_status(stack, tuned)["status"] == "done", "the re-process never switched")
+    assert memory_of(stack, tuned) == expected
+    assert stack.http.get(f"/v1/agents/{tuned}/config").json()["overrides"] == overrides
+
+
 def test_cancel_discards_the_new_memory_and_keeps_the_live_one(stack: Stack) -> None:
     agent = new_agent("cancelled")
     stack.old_model.set()
