@@ -110,6 +110,8 @@ def post_retrieve(request: Request, agent_id: AgentId, body: JsonBody) -> Respon
                 as_of=as_of,
                 config_overrides=payload.config_overrides,
                 verbose=payload.verbose,
+                include_directives=payload.include_directives,
+                persona=payload.persona or "",
             )
     except ConfigOverrideError as error:  # the pipeline's own check; the checker above normally catches it
         raise validation_failed(_override_problems(error)) from None
