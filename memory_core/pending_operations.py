@@ -19,6 +19,7 @@ import orjson
 from pydantic import BaseModel
 from sqlalchemy.orm import Session
 
+from memory_core.config import MemoryConfig
 from memory_core.db.statements import sql
 
 __all__ = ["PendingKind", "PendingOperation", "clear_pending", "get_pending", "save_pending"]
@@ -69,9 +70,12 @@ def save_pending(
     kind: PendingKind,
     payload: dict[str, Any],
     confirmation_text: str,
-    ttl_minutes: int,
+    config: MemoryConfig,
 ) -> PendingOperation:
-    """Store ``agent_id``'s pending operation (replacing any), living ``ttl_minutes``; in the caller's transaction."""
+    """Store ``agent_id``'s pending operation (replacing any) for ``pending_operation_ttl_minutes``.
+
+    In the caller's transaction.
+    """
     row = session.execute(
         _SAVE,
         {
@@ -79,7 +83,7 @@ def save_pending(
             "kind": kind,
             "payload": orjson.dumps(payload).decode(),
             "text": confirmation_text,
-            "ttl": ttl_minutes,
+            "ttl": config.pending_operation_ttl_minutes,
         },
     ).one()
     return _operation(row)

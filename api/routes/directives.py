@@ -161,7 +161,7 @@ def put_pending(request: Request, agent_id: AgentId, body: JsonBody) -> JSONResp
             kind=payload.kind,
             payload=fields,
             confirmation_text=payload.confirmation_text,
-            ttl_minutes=state.read_context().base_config.pending_operation_ttl_minutes,
+            config=state.read_context().base_config,
         )
     return answer(200, _pending_body(agent_id, operation))
 

@@ -68,11 +68,9 @@ _RELATION_RULES = (
 )
 
 _DIRECTIVE_RULES = (
-    "directives: instructions the speaker gives the assistant about how to behave from now on (language, "
-    'tone, length, forms of address, topics to avoid: "always answer in Portuguese", "don\'t call me sir"). '
-    "Write each as one short imperative sentence in English, whatever the message's language, with the "
-    'speaker as "the user" ("Do not call the user "sir"."); confidence 0-1. Facts, wishes and requests '
-    "for one answer are not directives; most messages have none."
+    'directives: how the speaker tells the assistant to behave from now on ("always answer in Portuguese", '
+    "\"don't call me sir\"): short imperatives in English whatever the message's language, the speaker as "
+    '"the user"; usually none.'
 )
 
 _NOTHING_TO_KEEP = (
