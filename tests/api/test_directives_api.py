@@ -17,6 +17,7 @@ import httpx
 import pytest
 from sqlalchemy import Engine, text
 
+from arandu_client import AranduClient, NotFoundError
 from memory_core.db.engine import create_db_engine
 from memory_core.read.directives import effective_confidence
 from memory_core.settings import Settings
@@ -25,7 +26,7 @@ from memory_core.write.intake import IncomingMessage, accept_messages
 from memory_core.write.pipeline import run_extract, run_reconcile, run_resolve, run_upsert
 from memory_core.write.schemas import WriteResult
 from tests.api.test_memory_api import assert_error, new_agent
-from tests.support.api_server import api_settings, auth_headers, serve_api
+from tests.support.api_server import TEST_API_KEY, api_settings, auth_headers, serve_api
 from tests.support.services import TestServices
 
 START = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
@@ -352,3 +353,22 @@ def test_pending_operation_save_get_clear_and_expiry(client: httpx.Client, db: E
     assert_error(client.put(path, json={**execution, "confirmation_text": " "}), 422, "body.confirmation_text")
     unknown = uuid.uuid4()
     assert_error(client.delete(f"/v1/agents/{agent}/directives/{unknown}"), 404, "path.directive_id")
+
+
+def test_the_python_client_reads_the_directives_and_retrieves_with_them(
+    client: httpx.Client, writer: WriteContext
+) -> None:
+    agent = new_agent("sdk")
+    teach(writer, agent, "Never use emojis.")
+    with AranduClient(str(client.base_url), TEST_API_KEY) as sdk:
+        listed = sdk.directives(agent, persona="You are Lia.")
+        assert [item.text for item in listed.directives] == ["Do not use emojis."]
+        assert listed.block.text.startswith("You are Lia.")
+        result = sdk.retrieve(agent, "hi", include_directives=True)
+        assert result.directives is not None
+        assert result.directives.text in result.context
+        assert sdk.retrieve(agent, "hi").directives is None
+        sdk.delete_directive(agent, listed.directives[0].directive_id)
+        with pytest.raises(NotFoundError):
+            sdk.delete_directive(agent, listed.directives[0].directive_id)
+        assert sdk.directives(agent).directives == []
