@@ -23,6 +23,7 @@ from api.routes import (
     agent_config,
     agent_events,
     agents,
+    directives,
     event_lookup,
     events,
     imports,
@@ -34,7 +35,7 @@ from api.routes import (
     retrieve,
     usage,
 )
-from api.schemas import AgentConfigIn, BatchIn, ImportIn, MessageIn, RetrieveIn, RetryIn
+from api.schemas import AgentConfigIn, BatchIn, ImportIn, MessageIn, PendingIn, RetrieveIn, RetryIn
 from api.ui import close_ui, install_ui
 from memory_core.db.migrate import check_schema
 from memory_core.process_heap import freeze_startup_heap
@@ -88,6 +89,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(agents.router)
     app.include_router(agent_config.router)
     app.include_router(reprocess.router)
+    app.include_router(directives.router)
     app.include_router(usage.router)
     app.include_router(keys.router)
     install_ui(app, settings)
@@ -103,6 +105,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             RetryIn,
             RetrieveIn,
             AgentConfigIn,
+            PendingIn,
             event_lookup.EventLookupIn,
             agent_events.BulkRetryIn,
             keys.KeyIn,

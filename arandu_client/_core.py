@@ -32,6 +32,7 @@ from arandu_client.models import (
     BulkRetry,
     CreatedApiKey,
     Deleted,
+    DirectiveList,
     DryRunResult,
     EntityPage,
     EntityProfile,
@@ -284,6 +285,8 @@ def retrieve(
     as_of: AsOf | None,
     config_overrides: Mapping[str, Any] | None,
     verbose: bool,
+    include_directives: bool = False,
+    persona: str | None = None,
 ) -> Call[RetrieveResult]:
     """``POST /v1/agents/{agent_id}/retrieve``; absent options are left out of the body."""
     body: dict[str, Any] = {"query": query}
@@ -298,7 +301,26 @@ def retrieve(
         body["config_overrides"] = jsonable(config_overrides)
     if verbose:
         body["verbose"] = True
+    if include_directives:
+        body["include_directives"] = True
+    if persona is not None:
+        body["persona"] = persona
     return Call("POST", f"{_agent(agent_id)}/retrieve", _model(RetrieveResult), json=body)
+
+
+def directives(agent_id: str, *, persona: str | None, include_inactive: bool) -> Call[DirectiveList]:
+    """``GET /v1/agents/{agent_id}/directives``: the directive block and the directives."""
+    params: dict[str, str | int] = {}
+    if persona is not None:
+        params["persona"] = persona
+    if include_inactive:
+        params["include_inactive"] = "true"
+    return Call("GET", f"{_agent(agent_id)}/directives", _model(DirectiveList), params=params)
+
+
+def delete_directive(agent_id: str, directive_id: str) -> Call[None]:
+    """``DELETE /v1/agents/{agent_id}/directives/{directive_id}``."""
+    return Call("DELETE", f"{_agent(agent_id)}/directives/{_segment(directive_id)}", _nothing)
 
 
 def list_facts(agent_id: str, *, limit: int, offset: int, entity_keys: Sequence[str] | str | None) -> Call[FactPage]:

@@ -23,6 +23,7 @@ from arandu_client.models import (
     BatchAccepted,
     BulkRetry,
     CreatedApiKey,
+    DirectiveList,
     DryRunResult,
     EntityPage,
     EntityProfile,
@@ -218,6 +219,8 @@ class AsyncAranduClient:
         as_of: AsOf | None = None,
         config_overrides: Mapping[str, Any] | None = None,
         verbose: bool = False,
+        include_directives: bool = False,
+        persona: str | None = None,
     ) -> RetrieveResult:
         """Ranked facts and a prompt-ready context for ``query``."""
         return await self._call(
@@ -229,6 +232,8 @@ class AsyncAranduClient:
                 as_of=as_of,
                 config_overrides=config_overrides,
                 verbose=verbose,
+                include_directives=include_directives,
+                persona=persona,
             )
         )
 
@@ -243,6 +248,16 @@ class AsyncAranduClient:
     async def get_fact(self, agent_id: str, fact_id: str) -> FactDetail:
         """One fact, superseded ones included."""
         return await self._call(_core.get_fact(agent_id, fact_id))
+
+    async def directives(
+        self, agent_id: str, *, persona: str | None = None, include_inactive: bool = False
+    ) -> DirectiveList:
+        """The agent's directive block (persona + learned directives) and its directives, strongest first."""
+        return await self._call(_core.directives(agent_id, persona=persona, include_inactive=include_inactive))
+
+    async def delete_directive(self, agent_id: str, directive_id: str) -> None:
+        """Forget one directive for good; raises NotFoundError when the agent has no such directive."""
+        await self._call(_core.delete_directive(agent_id, directive_id))
 
     async def delete_fact(self, agent_id: str, fact_id: str) -> None:
         """Delete one fact for good (its entity links go with it)."""

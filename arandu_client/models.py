@@ -189,12 +189,45 @@ class RetrievedEvent(_Model):
     reply_to: str | None = None
 
 
+class DirectiveBlock(_Model):
+    """The persona and the learned directives merged into one instruction block (procedural memory)."""
+
+    text: str = ""
+    directive_count: int = 0
+    cache_hit: bool = False
+
+
+class Directive(_Model):
+    """A behavioural directive learned from the agent's conversations, in English."""
+
+    directive_id: str
+    text: str
+    confidence: float
+    effective_confidence: float
+    times_reinforced: int
+    is_active: bool
+    learned_at: datetime
+    last_reinforced_at: datetime
+    source_event_id: str | None = None
+    superseded_by_id: str | None = None
+    supersession_reason: str | None = None
+
+
+class DirectiveList(_Model):
+    """``GET /v1/agents/{agent_id}/directives``: the block and the directives, strongest first."""
+
+    agent_id: str
+    block: DirectiveBlock
+    directives: list[Directive] = Field(default_factory=list)
+
+
 class RetrieveResult(_Model):
     """Ranked facts, the context string for a prompt, and how the answer was produced."""
 
     facts: list[ScoredFact] = Field(default_factory=list)
     events: list[RetrievedEvent] = Field(default_factory=list)
     context: str = ""
+    directives: DirectiveBlock | None = None
     total_candidates: int = 0
     duration_ms: float = 0.0
     config_effective: dict[str, Any] = Field(default_factory=dict)
@@ -495,6 +528,9 @@ __all__ = [
     "BatchAccepted",
     "CreatedApiKey",
     "Deleted",
+    "Directive",
+    "DirectiveBlock",
+    "DirectiveList",
     "DryRunResult",
     "EntityDetail",
     "EntityPage",

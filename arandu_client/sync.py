@@ -22,6 +22,7 @@ from arandu_client.models import (
     BatchAccepted,
     BulkRetry,
     CreatedApiKey,
+    DirectiveList,
     DryRunResult,
     EntityPage,
     EntityProfile,
@@ -229,6 +230,8 @@ class AranduClient:
         as_of: AsOf | None = None,
         config_overrides: Mapping[str, Any] | None = None,
         verbose: bool = False,
+        include_directives: bool = False,
+        persona: str | None = None,
     ) -> RetrieveResult:
         """Ranked facts and a prompt-ready context for ``query``.
 
@@ -243,6 +246,8 @@ class AranduClient:
                 as_of=as_of,
                 config_overrides=config_overrides,
                 verbose=verbose,
+                include_directives=include_directives,
+                persona=persona,
             )
         )
 
@@ -257,6 +262,14 @@ class AranduClient:
     def get_fact(self, agent_id: str, fact_id: str) -> FactDetail:
         """One fact, superseded ones included; raises NotFoundError for another agent's id."""
         return self._call(_core.get_fact(agent_id, fact_id))
+
+    def directives(self, agent_id: str, *, persona: str | None = None, include_inactive: bool = False) -> DirectiveList:
+        """The agent's directive block (persona + learned directives) and its directives, strongest first."""
+        return self._call(_core.directives(agent_id, persona=persona, include_inactive=include_inactive))
+
+    def delete_directive(self, agent_id: str, directive_id: str) -> None:
+        """Forget one directive for good; raises NotFoundError when the agent has no such directive."""
+        self._call(_core.delete_directive(agent_id, directive_id))
 
     def delete_fact(self, agent_id: str, fact_id: str) -> None:
         """Delete one fact for good (its entity links go with it); raises NotFoundError when unknown."""

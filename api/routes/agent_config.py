@@ -37,7 +37,7 @@ router = APIRouter(tags=["agents"], dependencies=[Depends(require_api_key)])
 _PATH = "/v1/agents/{agent_id}/config"
 
 
-def _resolver(request: Request) -> ConfigResolver:
+def config_resolver(request: Request) -> ConfigResolver:
     """The app's resolver of agents' configs on the service config (made once)."""
     resolver: ConfigResolver | None = getattr(request.app.state, "agent_configs", None)
     if resolver is None:
@@ -50,7 +50,7 @@ def _body(agent_id: str, stored: StoredAgentConfig | None, request: Request) -> 
     # The stored overrides were checked when put; a service config changed since may refuse them,
     # and the agent's work then runs on the service config, as shown here.
     overrides = stored.overrides if stored is not None else {}
-    effective = _resolver(request).for_agent(overrides)
+    effective = config_resolver(request).for_agent(overrides)
     return {
         "agent_id": agent_id,
         "overrides": overrides,

@@ -12,6 +12,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from memory_core.cognition.directive_models import ExtractedDirective
+
 ImportanceCategory = Literal[
     "biographical_milestone",
     "relationship_change",
@@ -128,6 +130,9 @@ class ExtractionOutput(_Model):
     )
     emotion: EmotionOutput | None = Field(
         default=None, description="the message's emotional tone, when the extraction call also tagged it"
+    )
+    directives: list[ExtractedDirective] = Field(
+        default_factory=list, description="behavioural instructions to the assistant, in English (procedural memory)"
     )
 
 

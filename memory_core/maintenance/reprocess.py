@@ -108,8 +108,8 @@ DERIVED_TABLES: tuple[str, ...] = (
     "memory_meta_observations",
     "memory_clusters",
     "memory_attribute_registry",
-    "memory_intentions",
-    "session_observations",
+    "memory_directives",
+    "memory_directive_blocks",
 )
 #: The tables with an agent column that a re-process keeps: the log itself and the bookkeeping
 #: around it. A table in neither list is left alone (a test asks every new table to be classed).
@@ -121,6 +121,7 @@ KEPT_TABLES: tuple[str, ...] = (
     "maintenance_job_runs",
     "agent_reprocesses",
     "agent_configs",  # the shadow works on a copy; the live agent's config is never replaced
+    "memory_pending_operations",  # what the agent's user is asked to confirm, not derived memory
 )
 #: Rounds of copying messages that arrived during the re-process before switching anyway.
 MAX_CATCH_UP_ROUNDS = 3

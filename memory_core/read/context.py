@@ -9,7 +9,10 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from memory_core.agent_config import ConfigResolver
-from memory_core.cognition.skill import Skill
+from memory_core.cognition.directive_models import DirectiveBlockInput, DirectiveBlockOutput
+from memory_core.cognition.llm.directives import DirectiveBlockSkill
+from memory_core.cognition.offline.directives import OfflineDirectiveBlockSkill
+from memory_core.cognition.skill import FallbackSkill, Skill
 from memory_core.config import MemoryConfig
 from memory_core.db.engine import create_db_engine, create_session_factory
 from memory_core.providers.factory import build_embedding_provider, build_llm_provider
@@ -39,6 +42,8 @@ class ReadContext:
     base_config: MemoryConfig
     llm: LLMProvider | None = None
     reranker: Skill[RerankInput, RerankOutput] | None = None
+    # Merges persona + directives into the directive block (memory_core.read.directives).
+    directive_composer: Skill[DirectiveBlockInput, DirectiveBlockOutput] | None = None
     bookkeeper: RetrievalBookkeeper | None = None
     side_reads: SideReads | None = None
     # How many of this process's retrievals read the database at once (memory_core.read.read_slots).
@@ -104,6 +109,11 @@ def build_read_context(
     """
     provider: LLMProvider | None = build_llm_provider(settings) if llm is _FROM_SETTINGS else llm
     skill = reranker if reranker is not None else (LLMRerankSkill(provider) if provider is not None else None)
+    composer: Skill[DirectiveBlockInput, DirectiveBlockOutput] = (
+        FallbackSkill(DirectiveBlockSkill(provider), OfflineDirectiveBlockSkill())
+        if provider is not None
+        else OfflineDirectiveBlockSkill()
+    )
     bound = engine if engine is not None else create_db_engine(settings, pool_size=pool_size)
     return ReadContext(
         settings=settings,
@@ -113,4 +123,5 @@ def build_read_context(
         base_config=settings.memory,
         llm=provider,
         reranker=skill,
+        directive_composer=composer,
     )

@@ -48,6 +48,7 @@ from memory_core.read.compress import (
 )
 from memory_core.read.context import ReadContext
 from memory_core.read.conversations import fact_support, relevant_conversations
+from memory_core.read.directives import directive_block
 from memory_core.read.entities import (
     ExpandedQuery,
     QueryContext,
@@ -63,7 +64,7 @@ from memory_core.read.rank import Candidate, RankedFact, merge_candidates, rank_
 from memory_core.read.rank import select_final as select_final_facts
 from memory_core.read.read_transaction import begin_read, begin_read_for_agent, plan_generically
 from memory_core.read.rerank import RerankOutcome, UsageReport, rerank
-from memory_core.read.schemas import RetrievedEvent, RetrieveResult, ScoredFact
+from memory_core.read.schemas import DirectiveBlock, RetrievedEvent, RetrieveResult, ScoredFact
 from memory_core.read.side_reads import SideSubmit
 from memory_core.read.signals import (
     EXACT_SCAN_MAX_FACTS,
@@ -747,6 +748,25 @@ def _usage_reporter(ctx: ReadContext, agent_id: str) -> UsageReport | None:
     return report
 
 
+def _directive_block(run: _Run, persona: str) -> DirectiveBlock:
+    """The directive block of the run's agent; fail-safe (seeds): an empty block when it cannot be had."""
+    block_started = time.perf_counter()
+    try:
+        return directive_block(
+            run.ctx.sessions,
+            run.agent_id,
+            run.config,
+            composer=run.ctx.directive_composer,
+            persona=persona,
+            report_usage=_usage_reporter(run.ctx, run.agent_id),
+        )
+    except Exception as error:  # fail-safe: the retrieval answers without its directives
+        run.degrade("directives", error, "the directive block is empty")
+        return DirectiveBlock()
+    finally:
+        run.timed("directives", block_started)
+
+
 def retrieve(
     ctx: ReadContext,
     *,
@@ -757,6 +777,8 @@ def retrieve(
     as_of: AsOf | None = None,
     config_overrides: Mapping[str, Any] | None = None,
     verbose: bool = False,
+    include_directives: bool = False,
+    persona: str = "",
 ) -> RetrieveResult:
     """What memory knows that is relevant to ``query``, for ``agent_id`` only.
 
@@ -766,6 +788,8 @@ def retrieve(
     (``valid_from <= t < valid_to``), a ``(start, end)`` pair those valid at any time in it.
     ``config_overrides`` change the config for this call (unknown keys are ignored with a
     warning; bad values raise :class:`~memory_core.config.ConfigOverrideError`).
+    ``include_directives`` adds the agent's directive block (procedural memory, merged with
+    ``persona``) as ``directives`` and at the top of ``context``, within ``directive_max_tokens``.
     """
     started = time.perf_counter()
     _validate(agent_id, query, entity_keys, session_id)
@@ -795,6 +819,12 @@ def retrieve(
     run.timed("plan", plan_started)
 
     def result(**fields: Any) -> RetrieveResult:
+        if include_directives:
+            block = _directive_block(run, persona)
+            fields["directives"] = block
+            if block.text:
+                rest = fields.get("context") or ""
+                fields["context"] = f"{block.text}\n\n{rest}" if rest else block.text
         return RetrieveResult(
             config_effective=run.config.effective(),
             warnings=run.warnings,

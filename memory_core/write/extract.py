@@ -15,6 +15,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from memory_core.cognition.directive_models import ExtractedDirective
 from memory_core.cognition.models import (
     EmotionInput,
     EmotionOutput,
@@ -26,6 +27,7 @@ from memory_core.cognition.models import (
 from memory_core.config import MemoryConfig
 from memory_core.write import repository
 from memory_core.write.context import WriteContext
+from memory_core.write.directives import detect_offline, plan_directives
 from memory_core.write.naming import fold
 from memory_core.write.normalize import group_aliases, prepare_facts
 from memory_core.write.schemas import ExtractStageOutput, TokenCount, TraceStep
@@ -131,6 +133,7 @@ def _merge(outputs: list[ExtractionOutput]) -> ExtractionOutput:
         merged.updated_profiles.update(output.updated_profiles)
         merged.relation_retry_triggered |= output.relation_retry_triggered
         merged.emotion = merged.emotion or output.emotion
+        merged.directives.extend(output.directives)
     return merged
 
 
@@ -160,6 +163,10 @@ class PreparedExtraction:
     input_type: str
     strategy: str
     inputs: list[ExtractionInput]
+    agent_id: str = ""
+    message: str = ""
+    # Offline: the directives the rule twin found (an LLM answers them in the extraction call).
+    directives: list[ExtractedDirective] | None = None
 
     @property
     def batchable(self) -> bool:
@@ -205,6 +212,10 @@ def prepare_extraction(
                 data={"emotion": emotion.model_dump() if emotion else None},
             )
         )
+
+    directives: list[ExtractedDirective] | None = None
+    if not cacheable:
+        directives = detect_offline(ctx, message, speaker)
 
     started = time.perf_counter()
     informed = config.enable_informed_extraction
@@ -255,6 +266,9 @@ def prepare_extraction(
         input_type=classification.input_type.value,
         strategy=strategy.mode.value,
         inputs=inputs,
+        agent_id=agent_id,
+        message=message,
+        directives=directives,
     )
 
 
@@ -363,6 +377,24 @@ def finish_extraction(
     if not ctx.embedder_in_process:
         session.close()  # the embedder may be remote: give the connection back meanwhile
     facts = prepare_facts(extraction, config, ctx.embedder.embed)
+    started_directives = time.perf_counter()
+    detected = prepared.directives if prepared.directives is not None else merged.directives
+    if not detected and used_fallback and prepared.directives is None:
+        # The model's extraction failed: the rules stand in for its directives.
+        detected = detect_offline(ctx, prepared.message, speaker)
+    planning = plan_directives(ctx, session, agent_id=prepared.agent_id, detected=detected, config=config, cache=cache)
+    tokens = tokens.plus(planning.tokens)
+    if detected:
+        trace.append(
+            TraceStep(
+                name="directives",
+                duration_ms=(time.perf_counter() - started_directives) * 1000,
+                data={
+                    "plans": [{"text": p.text, "action": p.action, "target_id": p.target_id} for p in planning.plans],
+                    "errors": planning.errors,
+                },
+            )
+        )
     trace.append(
         TraceStep(
             name="extraction",
@@ -392,6 +424,7 @@ def finish_extraction(
         used_fallback=used_fallback,
         error="; ".join(errors) or None,
         emotion=emotion.model_dump() if emotion else None,
+        directives=planning.plans,
         tokens=tokens,
         trace=trace,
         batch=batch_info,

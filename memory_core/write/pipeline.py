@@ -808,6 +808,7 @@ def build_result(
             for e in resolution.entities
         ],
         relationships=outcome.relationships,
+        directives=outcome.directives,
         tokens_used=tokens,
         duration_ms=round(duration_ms, 2),
         success=True,

@@ -30,10 +30,12 @@ from memory_core.db.statements import sql
 from memory_core.db.vectors import vector_array, vector_param
 from memory_core.write import repository
 from memory_core.write.attribute_keys import ATTRIBUTE_CATALOGUE, is_single_valued
+from memory_core.write.directives import apply_directives
 from memory_core.write.naming import fold, normalize_alias
 from memory_core.write.reconcile import entity_for
 from memory_core.write.runs import RunView
 from memory_core.write.schemas import (
+    DirectiveChange,
     ExtractStageOutput,
     FactChange,
     FactDecision,
@@ -136,6 +138,8 @@ class ApplyOutcome:
     # Facts this message closed: the entities they are linked to lose an active fact.
     closed_facts: set[uuid.UUID] = field(default_factory=set)
     warnings: list[str] = field(default_factory=list)
+    # Procedural memory: what the message did to the agent's directives.
+    directives: list[DirectiveChange] = field(default_factory=list)
 
 
 _FACT = sql(
@@ -919,6 +923,14 @@ def apply_message(
     applier.link_facts(decisions, entities)
     applier.upsert_relationships(extract, entities, decisions, speaker_key)
     applier.seed_profiles(extract.extraction.updated_profiles, entities, speaker_key)
+    if extract.directives:
+        applier.outcome.directives = apply_directives(
+            session,
+            agent_id=run.agent_id,
+            event_id=run.event_id,
+            occurred_at=run.occurred_at,
+            plans=extract.directives,
+        )
     if counters:
         applier.register_attributes(decisions)
         applier.refresh_entity_counts()

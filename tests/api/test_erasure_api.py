@@ -267,15 +267,22 @@ def write_memory(stack: Stack, client: AranduClient, agent: str) -> None:
         run = client.run_job(agent, job)
         assert client.wait_for_job(agent, run.job_run_id, timeout=120, poll_interval=0.1).status == "done", job
     with stack.engine.begin() as connection:
-        # Written by no code path yet (seeds' schema): a row each, so the erasure is seen to cover them.
+        # Procedural memory: a directive, a cached block and a pending operation of the agent.
         connection.execute(
-            text("INSERT INTO session_observations (agent_id, content) VALUES (:agent, 'Rafael is planning a trip.')"),
+            text("INSERT INTO memory_directives (agent_id, text, text_key) VALUES (:agent, 'Do not use emojis.', 'x')"),
             {"agent": agent},
         )
         connection.execute(
             text(
-                "INSERT INTO memory_intentions (agent_id, trigger_type, trigger_condition, intended_action) "
-                "VALUES (:agent, 'time', 'next monday', 'ask Rafael about the trip')"
+                "INSERT INTO memory_directive_blocks (agent_id, cache_key, text, directive_count) "
+                "VALUES (:agent, 'k', '- Do not use emojis.', 1)"
+            ),
+            {"agent": agent},
+        )
+        connection.execute(
+            text(
+                "INSERT INTO memory_pending_operations (agent_id, kind, confirmation_text, expires_at) "
+                "VALUES (:agent, 'execution', 'Delete the dentist appointment?', now() + interval '5 minutes')"
             ),
             {"agent": agent},
         )

@@ -17,18 +17,6 @@ from memory_core.settings import PROJECT_ROOT
 PACKAGES = ("memory_core", "workers", "api")
 DECLARING_MODULE = PROJECT_ROOT / "memory_core" / "config.py"
 
-# Wired by the procedural-memory work (issue 41, "Procedural memory") at the same time as this
-# test: the lead removes this allow-list when both are merged. Nothing else may be listed here.
-NOT_YET_READ = frozenset(
-    {
-        "directive_max_tokens",
-        "directive_cache_ttl_minutes",
-        "contradiction_similarity_threshold",
-        "pending_operation_ttl_minutes",
-    }
-)
-
-
 def _holder_name(node: ast.expr) -> str:
     """The last name of the expression an attribute is read from (``run.config`` -> ``config``)."""
     if isinstance(node, ast.Name):
@@ -71,15 +59,8 @@ def fields_read(root: Path = PROJECT_ROOT) -> set[str]:
 
 
 def test_every_config_field_has_a_reader() -> None:
-    unread = set(MemoryConfig.model_fields) - fields_read() - NOT_YET_READ
+    unread = set(MemoryConfig.model_fields) - fields_read()
     assert not unread, f"MemoryConfig fields nothing reads (wire them or remove them): {sorted(unread)}"
-
-
-def test_the_allow_list_holds_only_fields_still_unread() -> None:
-    # A field wired since must leave the allow-list, so that it cannot hide a later regression.
-    assert set(MemoryConfig.model_fields) >= NOT_YET_READ
-    wired = NOT_YET_READ & fields_read()
-    assert not wired, f"remove from NOT_YET_READ, they have readers now: {sorted(wired)}"
 
 
 def test_the_scan_sees_a_field_read_and_misses_one_not_read(tmp_path: Path) -> None:

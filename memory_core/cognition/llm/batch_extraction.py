@@ -209,6 +209,7 @@ class BatchExtractionSkill:
                 relations=item.relations,
                 updated_profiles=item.updated_profiles,
                 emotion=item.emotion,
+                directives=item.directives,
             )
             errors[position] = None
             shares[position] = len(item.model_dump_json())

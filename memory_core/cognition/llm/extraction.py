@@ -19,6 +19,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, Field
 
+from memory_core.cognition.directive_models import ExtractedDirective
 from memory_core.cognition.llm.prompts import (
     BLIND_ENTITIES_PROMPT,
     BLIND_FACTS_PROMPT,
@@ -88,6 +89,9 @@ class _ExtractionAnswer(BaseModel):
         default_factory=dict, description="entity name -> short English profile, only for entities the message changes"
     )
     emotion: EmotionOutput | None = Field(default=None, description="the emotional tone its author gives the message")
+    directives: list[ExtractedDirective] = Field(
+        default_factory=list, description="instructions the speaker gives the assistant, in English"
+    )
 
 
 class _EntityScan(BaseModel):
@@ -254,6 +258,7 @@ class InformedExtractionSkill:
             relations=answer.relations,
             updated_profiles=answer.updated_profiles,
             emotion=answer.emotion,
+            directives=answer.directives,
         )
         return SkillOutcome(output=output, usage=outcome.usage, duration_ms=outcome.duration_ms)
 
