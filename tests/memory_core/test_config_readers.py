@@ -17,6 +17,7 @@ from memory_core.settings import PROJECT_ROOT
 PACKAGES = ("memory_core", "workers", "api")
 DECLARING_MODULE = PROJECT_ROOT / "memory_core" / "config.py"
 
+
 def _holder_name(node: ast.expr) -> str:
     """The last name of the expression an attribute is read from (``run.config`` -> ``config``)."""
     if isinstance(node, ast.Name):
