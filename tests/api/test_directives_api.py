@@ -372,3 +372,25 @@ def test_the_python_client_reads_the_directives_and_retrieves_with_them(
         with pytest.raises(NotFoundError):
             sdk.delete_directive(agent, listed.directives[0].directive_id)
         assert sdk.directives(agent).directives == []
+
+
+def test_pending_lifetime_and_directive_budget_follow_the_agents_own_config(
+    client: httpx.Client, writer: WriteContext
+) -> None:
+    agent = new_agent("tuned")
+    put = client.put(
+        f"/v1/agents/{agent}/config", json={"overrides": {"pending_operation_ttl_minutes": 1, "directive_max_tokens": 1}}
+    )
+    assert put.status_code == 200, put.text
+    saved = client.put(
+        f"/v1/agents/{agent}/pending",
+        json={"kind": "execution", "tool_calls": [{"name": "noop", "args": {}}], "confirmation_text": "Go?"},
+    )
+    assert saved.status_code == 200, saved.text
+    body = saved.json()
+    assert datetime.fromisoformat(body["expires_at"]) - datetime.fromisoformat(body["created_at"]) == timedelta(minutes=1)
+
+    teach(writer, agent, "Please always answer me in Portuguese.")
+    listed = client.get(f"/v1/agents/{agent}/directives").json()
+    assert listed["directives"], listed
+    assert len(listed["block"]["text"]) <= 4 * 1  # directive_max_tokens of this agent, chars / 4
