@@ -378,9 +378,8 @@ def test_pending_lifetime_and_directive_budget_follow_the_agents_own_config(
     client: httpx.Client, writer: WriteContext
 ) -> None:
     agent = new_agent("tuned")
-    put = client.put(
-        f"/v1/agents/{agent}/config", json={"overrides": {"pending_operation_ttl_minutes": 1, "directive_max_tokens": 1}}
-    )
+    overrides = {"pending_operation_ttl_minutes": 1, "directive_max_tokens": 1}
+    put = client.put(f"/v1/agents/{agent}/config", json={"overrides": overrides})
     assert put.status_code == 200, put.text
     saved = client.put(
         f"/v1/agents/{agent}/pending",
@@ -388,7 +387,8 @@ def test_pending_lifetime_and_directive_budget_follow_the_agents_own_config(
     )
     assert saved.status_code == 200, saved.text
     body = saved.json()
-    assert datetime.fromisoformat(body["expires_at"]) - datetime.fromisoformat(body["created_at"]) == timedelta(minutes=1)
+    lifetime = datetime.fromisoformat(body["expires_at"]) - datetime.fromisoformat(body["created_at"])
+    assert lifetime == timedelta(minutes=1)
 
     teach(writer, agent, "Please always answer me in Portuguese.")
     listed = client.get(f"/v1/agents/{agent}/directives").json()
