@@ -19,8 +19,23 @@ from api.docs_assets import install_docs
 from api.errors import install_error_handlers
 from api.mcp_endpoint import MCP_PATH, McpEndpoint
 from api.metrics import build_metrics_registry
-from api.routes import agents, event_lookup, events, imports, jobs, keys, memory, messages, retrieve, usage
-from api.schemas import BatchIn, ImportIn, MessageIn, RetrieveIn, RetryIn
+from api.routes import (
+    agent_config,
+    agent_events,
+    agents,
+    directives,
+    event_lookup,
+    events,
+    imports,
+    jobs,
+    keys,
+    memory,
+    messages,
+    reprocess,
+    retrieve,
+    usage,
+)
+from api.schemas import AgentConfigIn, BatchIn, ImportIn, MessageIn, PendingIn, RetrieveIn, RetryIn
 from api.ui import close_ui, install_ui
 from memory_core.db.migrate import check_schema
 from memory_core.process_heap import freeze_startup_heap
@@ -67,10 +82,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(imports.router)
     app.include_router(events.router)
     app.include_router(event_lookup.router)
+    app.include_router(agent_events.router)
     app.include_router(retrieve.router)
     app.include_router(memory.router)
     app.include_router(jobs.router)
     app.include_router(agents.router)
+    app.include_router(agent_config.router)
+    app.include_router(reprocess.router)
+    app.include_router(directives.router)
     app.include_router(usage.router)
     app.include_router(keys.router)
     install_ui(app, settings)
@@ -78,7 +97,19 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     # A route, not a mount: a mount answers /mcp with a redirect to /mcp/, which clients must then follow.
     app.router.add_route(MCP_PATH, mcp_endpoint, methods=["GET", "POST", "DELETE"], include_in_schema=False)
     install_request_schemas(
-        app, [MessageIn, BatchIn, ImportIn, RetryIn, RetrieveIn, event_lookup.EventLookupIn, keys.KeyIn]
+        app,
+        [
+            MessageIn,
+            BatchIn,
+            ImportIn,
+            RetryIn,
+            RetrieveIn,
+            AgentConfigIn,
+            PendingIn,
+            event_lookup.EventLookupIn,
+            agent_events.BulkRetryIn,
+            keys.KeyIn,
+        ],
     )
 
     metrics_registry = build_metrics_registry(

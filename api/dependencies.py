@@ -29,7 +29,6 @@ from api.event_writer import EventWriter
 from api.heavy_work import HeavyWork
 from api.rate_limit import RateLimiter
 from api.schemas import OverrideChecker
-from memory_core.config import MemoryConfig
 from memory_core.db.engine import create_db_engine, create_session_factory
 from memory_core.settings import LLMProviderName, Settings
 from memory_core.write.context import WriteContext, build_write_context
@@ -193,7 +192,7 @@ def build_state(settings: Settings) -> ApiState:
         statement_sessions=create_session_factory(engine.execution_options(isolation_level="AUTOCOMMIT")),
         celery=celery,
         overrides=OverrideChecker(
-            MemoryConfig(embedding_dimensions=settings.dimensions),
+            settings.memory,
             llm_configured=settings.llm is not LLMProviderName.OFFLINE,
         ),
         heavy=HeavyWork(settings.heavy_request_concurrency),

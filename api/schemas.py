@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -21,6 +21,7 @@ from pydantic import (
     ConfigDict,
     Discriminator,
     Field,
+    JsonValue,
     PlainValidator,
     StringConstraints,
     Tag,
@@ -45,6 +46,10 @@ MAX_SOURCE_CHARS = 64
 FIXED_CONFIG_KEYS = frozenset({"embedding_dimensions"})
 # Retrieval and the management reads.
 MAX_ENTITY_KEYS = 100
+# A persona merged into the directive block, and a pending operation's texts and lists.
+MAX_PERSONA_CHARS = 4_000
+MAX_PENDING_TEXT_CHARS = 4_000
+MAX_PENDING_ITEMS = 100
 DEFAULT_PAGE_SIZE = 50
 MAX_PAGE_SIZE = 500
 # How far ahead of the server's clock a message's occurred_at may be. A message cannot have been
@@ -117,6 +122,10 @@ def _reject_nul_anywhere(value: Any) -> None:
 
 
 MessageText = Annotated[str, AfterValidator(_no_nul), AfterValidator(_not_blank)]
+PersonaText = Annotated[str, StringConstraints(max_length=MAX_PERSONA_CHARS), AfterValidator(_no_nul)]
+PendingText = Annotated[
+    str, StringConstraints(max_length=MAX_PENDING_TEXT_CHARS), AfterValidator(_no_nul), AfterValidator(_not_blank)
+]
 SpeakerName = Annotated[
     str,
     StringConstraints(max_length=MAX_NAME_CHARS),
@@ -275,6 +284,45 @@ class RetrieveIn(_Request):
         None, description="Per-request MemoryConfig overrides; unknown keys are ignored with a warning."
     )
     verbose: bool = Field(False, description="Add the trace of every stage to the answer.")
+    include_directives: bool = Field(
+        False,
+        description="Add the agent's directive block (procedural memory) as `directives` and at the top of "
+        "`context`, within directive_max_tokens.",
+    )
+    persona: PersonaText | None = Field(
+        None, description="A persona merged with the directives into the block (only with include_directives)."
+    )
+
+
+class PendingIn(_Request):
+    """Body of ``PUT /v1/agents/{agent_id}/pending``: a destructive operation awaiting the user's confirmation.
+
+    ``selection``: a search found candidates and the user must choose (``intent``, ``transactions``,
+    optional ``edit_params``). ``execution``: destructive tool calls were held back (``tool_calls``,
+    optional ``search_result``).
+    """
+
+    kind: Literal["selection", "execution"]
+    confirmation_text: PendingText = Field(description="What the user was asked to confirm.")
+    intent: ShortText | None = Field(None, description="selection: what the user wants (delete, edit...).")
+    transactions: list[JsonValue] | None = Field(
+        None, max_length=MAX_PENDING_ITEMS, description="selection: the candidates found."
+    )
+    edit_params: dict[str, JsonValue] | None = Field(None, description="selection: parameters of an edit.")
+    tool_calls: list[JsonValue] | None = Field(
+        None, max_length=MAX_PENDING_ITEMS, description="execution: the tool calls held back."
+    )
+    search_result: PendingText | None = Field(None, description="execution: the search context.")
+
+
+class AgentConfigIn(_Request):
+    """Body of ``PUT /v1/agents/{agent_id}/config``: the agent's MemoryConfig overrides, replacing any stored."""
+
+    overrides: ReadConfigOverrides = Field(
+        description="MemoryConfig field -> value, applied on top of the service config for this agent's "
+        "write pipeline, retrieval and maintenance jobs (a request's config_overrides still come last). "
+        "Unknown fields and embedding_dimensions are refused; mappings are replaced as a whole."
+    )
 
 
 class RetryIn(_Request):
@@ -408,6 +456,17 @@ class AgentErased(BaseModel):
         description="Rows deleted per table: each table with an agent_id column and the tables hanging off them"
     )
     indexes_dropped: bool = Field(description="Whether the agent had search indexes of its own, now dropped")
+
+
+class AgentConfigOut(BaseModel):
+    """An agent's stored MemoryConfig overrides and the config its work runs on."""
+
+    agent_id: str
+    overrides: dict[str, Any] = Field(description="The agent's stored overrides ({} when it has none)")
+    config_effective: dict[str, Any] = Field(
+        description="The service config with the agent's overrides: what its pipeline, retrieval and jobs use"
+    )
+    updated_at: datetime | None = Field(description="When the overrides were last put (null: none stored)")
 
 
 class JobRunAccepted(BaseModel):

@@ -1,4 +1,5 @@
-"""``arandu events show ID`` and ``arandu events retry ID``: one message's processing."""
+"""``arandu events show ID`` and ``arandu events retry ID``: one message's processing; ``arandu events failed``
+and ``arandu events retry-failed``: an agent's failed messages, listed by page and re-driven in bulk."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from arandu_cli.output import console, emit_json, fail, table, when
 from arandu_cli.target import connected
 from arandu_client import ConflictError
 
-events = typer.Typer(help="A message's processing: show it, retry it.", no_args_is_help=True)
+events = typer.Typer(
+    help="A message's processing: show it, retry it; an agent's failed messages: list, retry.", no_args_is_help=True
+)
 
 
 @events.command("show")
@@ -72,3 +75,52 @@ def retry(
         emit_json(accepted)
         return
     console.print(f"event {accepted.event_id} queued again from stage {accepted.start_stage}", markup=False)
+
+
+Agent = Annotated[str, typer.Option("--agent", "-a", help="The agent whose events these are.")]
+
+
+@events.command("failed")
+def failed(
+    ctx: typer.Context,
+    agent: Agent,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=200, help="Events per page.")] = 50,
+    cursor: Annotated[
+        str | None, typer.Option("--cursor", help="The next page's cursor, from a previous page.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the page as JSON.")] = False,
+) -> None:
+    """The agent's failed events, newest first, with the stage and error (one page; --cursor for the next)."""
+    with connected(ctx.obj) as client:
+        page = client.list_events(agent, status="failed", cursor=cursor, limit=limit)
+    if as_json:
+        emit_json(page)
+        return
+    rows: list[list[Any]] = [
+        [event.event_id, event.stage, event.attempts, when(event.occurred_at), (event.error or "")[:80]]
+        for event in page.events
+    ]
+    console.print(table(f"failed events of {agent}", ["event", "stage", "attempts", "occurred at", "error"], rows))
+    if page.next_cursor:
+        console.print(f"next page: --cursor '{page.next_cursor}'", markup=False)
+
+
+@events.command("retry-failed")
+def retry_failed(
+    ctx: typer.Context,
+    agent: Agent,
+    event_ids: Annotated[list[str] | None, typer.Argument(help="Failed events to re-drive (default: all).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the answer as JSON.")] = False,
+) -> None:
+    """Re-drive the agent's failed events (all of them, or EVENT_IDS), each from the stage that failed."""
+    with connected(ctx.obj) as client:
+        retried = client.retry_failed_events(agent, event_ids or None)
+    if as_json:
+        emit_json(retried)
+        return
+    stages = ", ".join(f"{count} from {stage}" for stage, count in sorted(retried.by_stage.items())) or "none"
+    console.print(f"{retried.retried} failed event(s) of {agent} queued again ({stages})", markup=False)
+    if retried.not_retried:
+        console.print(f"not failed (or not the agent's): {', '.join(retried.not_retried)}", markup=False)
+    if retried.remaining:
+        console.print(f"{retried.remaining} failed event(s) left: run it again", markup=False)

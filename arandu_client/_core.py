@@ -22,13 +22,17 @@ from pydantic import BaseModel
 
 from arandu_client.errors import WaitTimeoutError, api_error
 from arandu_client.models import (
+    AgentConfig,
     AgentErased,
+    AgentEventPage,
     AgentUsage,
     ApiKeyInfo,
     ApiKeyList,
     BatchAccepted,
+    BulkRetry,
     CreatedApiKey,
     Deleted,
+    DirectiveList,
     DryRunResult,
     EntityPage,
     EntityProfile,
@@ -45,6 +49,7 @@ from arandu_client.models import (
     MessageAccepted,
     MessageOptions,
     Readiness,
+    Reprocess,
     RetrieveResult,
     RetryAccepted,
     TimeWindow,
@@ -233,6 +238,41 @@ def retry_event(event_id: str, from_scratch: bool) -> Call[RetryAccepted]:
     )
 
 
+def list_events(agent_id: str, *, status: str, cursor: str | None, limit: int) -> Call[AgentEventPage]:
+    """``GET /v1/agents/{agent_id}/events``: a page of the agent's events (``failed``, ``pending`` or ``all``)."""
+    params: dict[str, str | int] = {"status": status, "limit": limit}
+    if cursor:
+        params["cursor"] = cursor
+    return Call("GET", f"{_agent(agent_id)}/events", _model(AgentEventPage), params=params)
+
+
+def retry_failed_events(agent_id: str, event_ids: Sequence[str] | None) -> Call[BulkRetry]:
+    """``POST /v1/agents/{agent_id}/events/retry``: re-drive ``event_ids``, or every failed event (None)."""
+    body: dict[str, Any] = {"all": True} if event_ids is None else {"event_ids": list(event_ids)}
+    return Call("POST", f"{_agent(agent_id)}/events/retry", _model(BulkRetry), json=body)
+
+
+def start_reprocess(agent_id: str) -> Call[Reprocess]:
+    """``POST /v1/agents/{agent_id}/reprocess``: re-derive the agent's memory from its event log."""
+    return Call("POST", f"{_agent(agent_id)}/reprocess", _model(Reprocess))
+
+
+def reprocess_status(agent_id: str, reprocess_id: str | None) -> Call[Reprocess]:
+    """``GET /v1/agents/{agent_id}/reprocess[/{reprocess_id}]``: the latest (or one) re-process."""
+    suffix = f"/{_segment(reprocess_id)}" if reprocess_id else ""
+    return Call("GET", f"{_agent(agent_id)}/reprocess{suffix}", _model(Reprocess))
+
+
+def cancel_reprocess(agent_id: str) -> Call[Reprocess]:
+    """``DELETE /v1/agents/{agent_id}/reprocess``: cancel the running re-process (409 when none runs)."""
+    return Call("DELETE", f"{_agent(agent_id)}/reprocess", _model(Reprocess))
+
+
+def describe_reprocess(progress: Reprocess) -> str:
+    """``running: 40 done, 0 failed, 60 pending``."""
+    return f"{progress.status}: {progress.done} done, {progress.failed} failed, {progress.pending} pending"
+
+
 # ---- Retrieval and memory ----------------------------------------------------------------
 
 
@@ -245,6 +285,8 @@ def retrieve(
     as_of: AsOf | None,
     config_overrides: Mapping[str, Any] | None,
     verbose: bool,
+    include_directives: bool = False,
+    persona: str | None = None,
 ) -> Call[RetrieveResult]:
     """``POST /v1/agents/{agent_id}/retrieve``; absent options are left out of the body."""
     body: dict[str, Any] = {"query": query}
@@ -259,7 +301,26 @@ def retrieve(
         body["config_overrides"] = jsonable(config_overrides)
     if verbose:
         body["verbose"] = True
+    if include_directives:
+        body["include_directives"] = True
+    if persona is not None:
+        body["persona"] = persona
     return Call("POST", f"{_agent(agent_id)}/retrieve", _model(RetrieveResult), json=body)
+
+
+def directives(agent_id: str, *, persona: str | None, include_inactive: bool) -> Call[DirectiveList]:
+    """``GET /v1/agents/{agent_id}/directives``: the directive block and the directives."""
+    params: dict[str, str | int] = {}
+    if persona is not None:
+        params["persona"] = persona
+    if include_inactive:
+        params["include_inactive"] = "true"
+    return Call("GET", f"{_agent(agent_id)}/directives", _model(DirectiveList), params=params)
+
+
+def delete_directive(agent_id: str, directive_id: str) -> Call[None]:
+    """``DELETE /v1/agents/{agent_id}/directives/{directive_id}``."""
+    return Call("DELETE", f"{_agent(agent_id)}/directives/{_segment(directive_id)}", _nothing)
 
 
 def list_facts(agent_id: str, *, limit: int, offset: int, entity_keys: Sequence[str] | str | None) -> Call[FactPage]:
@@ -310,6 +371,21 @@ def get_entity(agent_id: str, key: str) -> Call[EntityProfile]:
 
 
 # ---- Maintenance jobs --------------------------------------------------------------------
+
+
+def get_agent_config(agent_id: str) -> Call[AgentConfig]:
+    """``GET /v1/agents/{agent_id}/config``: the agent's overrides and its effective config."""
+    return Call("GET", f"{_agent(agent_id)}/config", _model(AgentConfig))
+
+
+def set_agent_config(agent_id: str, overrides: Mapping[str, Any]) -> Call[AgentConfig]:
+    """``PUT /v1/agents/{agent_id}/config``: replace the agent's overrides."""
+    return Call("PUT", f"{_agent(agent_id)}/config", _model(AgentConfig), json={"overrides": dict(overrides)})
+
+
+def reset_agent_config(agent_id: str) -> Call[AgentConfig]:
+    """``DELETE /v1/agents/{agent_id}/config``: back to the service config."""
+    return Call("DELETE", f"{_agent(agent_id)}/config", _model(AgentConfig))
 
 
 def run_job(agent_id: str, job: str) -> Call[JobRunAccepted]:

@@ -189,12 +189,45 @@ class RetrievedEvent(_Model):
     reply_to: str | None = None
 
 
+class DirectiveBlock(_Model):
+    """The persona and the learned directives merged into one instruction block (procedural memory)."""
+
+    text: str = ""
+    directive_count: int = 0
+    cache_hit: bool = False
+
+
+class Directive(_Model):
+    """A behavioural directive learned from the agent's conversations, in English."""
+
+    directive_id: str
+    text: str
+    confidence: float
+    effective_confidence: float
+    times_reinforced: int
+    is_active: bool
+    learned_at: datetime
+    last_reinforced_at: datetime
+    source_event_id: str | None = None
+    superseded_by_id: str | None = None
+    supersession_reason: str | None = None
+
+
+class DirectiveList(_Model):
+    """``GET /v1/agents/{agent_id}/directives``: the block and the directives, strongest first."""
+
+    agent_id: str
+    block: DirectiveBlock
+    directives: list[Directive] = Field(default_factory=list)
+
+
 class RetrieveResult(_Model):
     """Ranked facts, the context string for a prompt, and how the answer was produced."""
 
     facts: list[ScoredFact] = Field(default_factory=list)
     events: list[RetrievedEvent] = Field(default_factory=list)
     context: str = ""
+    directives: DirectiveBlock | None = None
     total_candidates: int = 0
     duration_ms: float = 0.0
     config_effective: dict[str, Any] = Field(default_factory=dict)
@@ -295,9 +328,77 @@ class AgentErased(_Model):
         return sum(self.deleted.values())
 
 
+class Reprocess(_Model):
+    """A re-process of an agent's memory from its event log; ``status`` is ``running``, ``done`` or ``cancelled``.
+
+    While it runs, ``total``/``done``/``failed``/``pending`` count the messages being re-derived;
+    ``requeued`` counts messages that arrived too late and were re-driven at the switch.
+    """
+
+    reprocess_id: str
+    agent_id: str
+    status: str
+    total: int
+    done: int
+    failed: int
+    pending: int
+    requeued: int = 0
+    catch_up_rounds: int = 0
+    error: str | None = None
+    created_at: datetime | None = None
+    finished_at: datetime | None = None
+
+    @property
+    def finished(self) -> bool:
+        """True once the re-process switched to the new memory or was cancelled."""
+        return self.status != "running"
+
+
+class AgentEvent(_Model):
+    """One of an agent's messages and where its processing stands."""
+
+    event_id: str
+    status: str
+    stage: str | None = None
+    attempts: int = 0
+    error: str | None = None
+    speaker: str
+    text: str
+    occurred_at: datetime
+    created_at: datetime | None = None
+    finished_at: datetime | None = None
+    import_id: str | None = None
+
+
+class AgentEventPage(_Model):
+    """A page of an agent's events, newest received first; ``next_cursor`` is None on the last page."""
+
+    events: list[AgentEvent] = Field(default_factory=list)
+    next_cursor: str | None = None
+
+
+class BulkRetry(_Model):
+    """Failed events re-driven in bulk: how many, by the stage each restarts at, and what was not."""
+
+    retried: int
+    by_stage: dict[str, int] = Field(default_factory=dict)
+    event_ids: list[str] = Field(default_factory=list)
+    not_retried: list[str] = Field(default_factory=list)
+    remaining: int = 0
+
+
 # ---- Maintenance jobs ----------------------------------------------------------------------
 
 JOB_FINAL_STATUSES = frozenset({"done", "failed", "skipped"})
+
+
+class AgentConfig(_Model):
+    """An agent's MemoryConfig overrides and the config its work runs on (service config + overrides)."""
+
+    agent_id: str
+    overrides: dict[str, Any]
+    config_effective: dict[str, Any]
+    updated_at: datetime | None = None
 
 
 class JobRunAccepted(_Model):
@@ -427,6 +528,9 @@ __all__ = [
     "BatchAccepted",
     "CreatedApiKey",
     "Deleted",
+    "Directive",
+    "DirectiveBlock",
+    "DirectiveList",
     "DryRunResult",
     "EntityDetail",
     "EntityPage",

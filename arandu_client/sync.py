@@ -14,11 +14,15 @@ from arandu_client import _core
 from arandu_client._core import AsOf, Call, NdjsonSource
 from arandu_client.errors import TransportError
 from arandu_client.models import (
+    AgentConfig,
     AgentErased,
+    AgentEventPage,
     AgentUsage,
     ApiKeyInfo,
     BatchAccepted,
+    BulkRetry,
     CreatedApiKey,
+    DirectiveList,
     DryRunResult,
     EntityPage,
     EntityProfile,
@@ -35,6 +39,7 @@ from arandu_client.models import (
     MessageAccepted,
     MessageOptions,
     Readiness,
+    Reprocess,
     RetrieveResult,
     RetryAccepted,
 )
@@ -168,6 +173,51 @@ class AranduClient:
         """Re-drive a failed event (or, ``from_scratch``, re-process a done one); 409 otherwise."""
         return self._call(_core.retry_event(event_id, from_scratch))
 
+    def list_events(
+        self, agent_id: str, *, status: str = "failed", cursor: str | None = None, limit: int = 50
+    ) -> AgentEventPage:
+        """A page of the agent's events with their processing (``failed``, ``pending`` or ``all``), newest first;
+        pass the page's ``next_cursor`` as ``cursor`` for the next one."""
+        return self._call(_core.list_events(agent_id, status=status, cursor=cursor, limit=limit))
+
+    def retry_failed_events(self, agent_id: str, event_ids: Sequence[str] | None = None) -> BulkRetry:
+        """Re-drive the agent's failed events (``event_ids``, or all of them: 10,000 per call, see ``remaining``)."""
+        return self._call(_core.retry_failed_events(agent_id, event_ids))
+
+    def reprocess(self, agent_id: str) -> Reprocess:
+        """Re-derive the agent's whole memory from its event log with the service's current skills and
+        embedder; retrieval answers from the old memory until the new one replaces it. 409 while one runs."""
+        return self._call(_core.start_reprocess(agent_id))
+
+    def reprocess_status(self, agent_id: str, reprocess_id: str | None = None) -> Reprocess:
+        """The agent's latest re-process (or ``reprocess_id``); NotFoundError when there is none."""
+        return self._call(_core.reprocess_status(agent_id, reprocess_id))
+
+    def cancel_reprocess(self, agent_id: str) -> Reprocess:
+        """Cancel the running re-process: the new memory is discarded, the live one kept (409 when none runs)."""
+        return self._call(_core.cancel_reprocess(agent_id))
+
+    def wait_for_reprocess(
+        self,
+        agent_id: str,
+        reprocess_id: str | None = None,
+        *,
+        timeout: float = 3600,
+        poll_interval: float = 1.0,
+        on_progress: Callable[[Reprocess], object] | None = None,
+    ) -> Reprocess:
+        """Poll until the re-process is ``done`` or ``cancelled``; ``on_progress`` sees every change."""
+        pacer = _core.Pacer(f"re-process of {agent_id}", timeout, poll_interval)
+        seen: Reprocess | None = None
+        while True:
+            progress = self.reprocess_status(agent_id, reprocess_id)
+            if on_progress is not None and progress != seen:
+                seen = progress
+                on_progress(progress)
+            if progress.finished:
+                return progress
+            time.sleep(pacer.delay(_core.describe_reprocess(progress)))
+
     # ---- Retrieval -------------------------------------------------------------------------
 
     def retrieve(
@@ -180,6 +230,8 @@ class AranduClient:
         as_of: AsOf | None = None,
         config_overrides: Mapping[str, Any] | None = None,
         verbose: bool = False,
+        include_directives: bool = False,
+        persona: str | None = None,
     ) -> RetrieveResult:
         """Ranked facts and a prompt-ready context for ``query``.
 
@@ -194,6 +246,8 @@ class AranduClient:
                 as_of=as_of,
                 config_overrides=config_overrides,
                 verbose=verbose,
+                include_directives=include_directives,
+                persona=persona,
             )
         )
 
@@ -208,6 +262,14 @@ class AranduClient:
     def get_fact(self, agent_id: str, fact_id: str) -> FactDetail:
         """One fact, superseded ones included; raises NotFoundError for another agent's id."""
         return self._call(_core.get_fact(agent_id, fact_id))
+
+    def directives(self, agent_id: str, *, persona: str | None = None, include_inactive: bool = False) -> DirectiveList:
+        """The agent's directive block (persona + learned directives) and its directives, strongest first."""
+        return self._call(_core.directives(agent_id, persona=persona, include_inactive=include_inactive))
+
+    def delete_directive(self, agent_id: str, directive_id: str) -> None:
+        """Forget one directive for good; raises NotFoundError when the agent has no such directive."""
+        self._call(_core.delete_directive(agent_id, directive_id))
 
     def delete_fact(self, agent_id: str, fact_id: str) -> None:
         """Delete one fact for good (its entity links go with it); raises NotFoundError when unknown."""
@@ -244,6 +306,18 @@ class AranduClient:
         return self._call(_core.usage(agent_id, since=since, until=until))
 
     # ---- Maintenance jobs ------------------------------------------------------------------
+
+    def get_agent_config(self, agent_id: str) -> AgentConfig:
+        """The agent's MemoryConfig overrides (``{}`` when none) and the config its work runs on."""
+        return self._call(_core.get_agent_config(agent_id))
+
+    def set_agent_config(self, agent_id: str, overrides: Mapping[str, Any]) -> AgentConfig:
+        """Replace the agent's MemoryConfig overrides (needs ``admin``); a bad field is a ValidationError naming it."""
+        return self._call(_core.set_agent_config(agent_id, overrides))
+
+    def reset_agent_config(self, agent_id: str) -> AgentConfig:
+        """Remove the agent's overrides: it runs on the service config again (needs ``admin``)."""
+        return self._call(_core.reset_agent_config(agent_id))
 
     def run_job(self, agent_id: str, job: str) -> JobRunAccepted:
         """Queue a maintenance job (importance, summaries, clustering...) for the agent now.

@@ -7,7 +7,7 @@ names, an explicit list or an ``agent_id`` prefix such as ``acme:``, with its pe
 
 - ``read``: retrieve, list and read facts, entities, events, imports and job runs;
 - ``write``: send messages and imports, delete facts;
-- ``admin``: run maintenance jobs, re-drive events, erase agents.
+- ``admin``: run maintenance jobs, re-drive events (one or in bulk), re-process and erase agents.
 
 The operator's keys (``ARANDU_API_KEYS``) are not in the table: they act for every agent with
 every permission and are the only ones that manage keys (:data:`OPERATOR`).

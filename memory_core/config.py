@@ -803,7 +803,7 @@ class ConfigResolution:
 
 # Cross-field checks report on the later field; attribute them to whichever of the pair the
 # caller actually sent, so ``ConfigOverrideError.field`` always names one of the caller's keys.
-_PAIRED_FIELDS: dict[str, tuple[str, ...]] = {
+PAIRED_FIELDS: dict[str, tuple[str, ...]] = {
     "input_long_min_chars": ("input_short_max_chars", "input_long_min_chars"),
     "fuzzy_lower_threshold": ("fuzzy_threshold", "fuzzy_lower_threshold"),
     "relationship_max_strength": ("relationship_initial_strength", "relationship_max_strength"),
@@ -821,13 +821,17 @@ def _to_json_value(value: Any) -> Any:
     return value
 
 
-def _unknown_key_warning(key: object) -> str:
-    warning = f"unknown config override {key!r} ignored"
+def unknown_field_hint(key: object) -> str:
+    """`` (did you mean 'x'?)`` for the closest MemoryConfig field to ``key``, or an empty string."""
     if isinstance(key, str):
         close = difflib.get_close_matches(key, MemoryConfig.model_fields, n=1)
         if close:
-            warning += f" (did you mean {close[0]!r}?)"
-    return warning
+            return f" (did you mean {close[0]!r}?)"
+    return ""
+
+
+def _unknown_key_warning(key: object) -> str:
+    return f"unknown config override {key!r} ignored{unknown_field_hint(key)}"
 
 
 def _problem_from_error(error: Mapping[str, Any], sent: Mapping[str, int]) -> OverrideProblem:
@@ -835,7 +839,7 @@ def _problem_from_error(error: Mapping[str, Any], sent: Mapping[str, int]) -> Ov
     top = str(loc[0]) if loc else "config"
     field = top
     if top not in sent:
-        related = [name for name in _PAIRED_FIELDS.get(top, ()) if name in sent]
+        related = [name for name in PAIRED_FIELDS.get(top, ()) if name in sent]
         if related:
             field = min(related, key=sent.__getitem__)
     # "[key]" marks an error in a mapping key rather than its value; the message already says so.
@@ -897,9 +901,11 @@ def apply_overrides(base: MemoryConfig, overrides: Mapping[str, Any] | None) -> 
 
 
 __all__ = [
+    "PAIRED_FIELDS",
     "ConfigOverrideError",
     "ConfigResolution",
     "MemoryConfig",
     "OverrideProblem",
     "apply_overrides",
+    "unknown_field_hint",
 ]

@@ -3,23 +3,45 @@
 Every process of the service (API, workers, Beat, Flower, ops scripts) builds its
 settings through :func:`load_settings`, so a bad value stops it at start with the
 setting's environment name in the message instead of failing later mid-request.
+
+The service-wide :class:`~memory_core.config.MemoryConfig` is part of the settings
+(:attr:`Settings.memory`), so every process reads and validates it the same way: the seeds'
+defaults, then the TOML or YAML file named by ``ARANDU_MEMORY_CONFIG`` (its top-level keys
+are MemoryConfig fields), then ``ARANDU_MEMORY__<FIELD>`` variables (pydantic-settings'
+nested delimiter; mappings and sets as JSON). A bad value names the variable or the file.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from enum import StrEnum
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+    YamlConfigSettingsSource,
+)
+from pydantic_settings import SettingsError as SourceError
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
+from memory_core.config import PAIRED_FIELDS, MemoryConfig
+
 ENV_PREFIX = "ARANDU_"
+# ARANDU_MEMORY__TIMEZONE -> Settings.memory.timezone (pydantic-settings' nested delimiter).
+NESTED_DELIMITER = "__"
+MEMORY_PREFIX = f"{ENV_PREFIX}MEMORY{NESTED_DELIMITER}"
+MEMORY_FILE_VARIABLE = f"{ENV_PREFIX}MEMORY_CONFIG"
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -81,6 +103,62 @@ class SettingsError(ValueError):
     """A setting has a bad value; the message names the environment variable."""
 
 
+def _memory_file_path(init_kwargs: Mapping[str, Any] | None = None) -> Path | None:
+    """The file ``ARANDU_MEMORY_CONFIG`` names (or ``memory_config`` passed to :func:`load_settings`)."""
+    given = (init_kwargs or {}).get("memory_config")
+    if given is None:
+        given = next(
+            (value for name, value in os.environ.items() if name.upper() == MEMORY_FILE_VARIABLE and value.strip()),
+            None,
+        )
+    return Path(given) if given else None
+
+
+def read_memory_file(path: Path) -> dict[str, Any]:
+    """The MemoryConfig fields of a TOML (``.toml``) or YAML (``.yaml``/``.yml``) file, by pydantic-settings.
+
+    Raises :class:`SettingsError` naming ``ARANDU_MEMORY_CONFIG`` and the path when the file is
+    missing, unreadable, of another kind, or not a mapping of fields.
+    """
+    where = f"{MEMORY_FILE_VARIABLE}={path}"
+    if not path.is_file():
+        raise SettingsError(f"invalid settings: {where}: no such file")
+    suffix = path.suffix.lower()
+    try:
+        if suffix == ".toml":
+            data: Any = TomlConfigSettingsSource(Settings, toml_file=path).toml_data
+        elif suffix in {".yaml", ".yml"}:
+            data = YamlConfigSettingsSource(Settings, yaml_file=path).yaml_data
+        else:
+            raise SettingsError(f"invalid settings: {where}: the file must end in .toml, .yaml or .yml")
+    except SettingsError:
+        raise
+    except Exception as error:  # tomllib, yaml and OS errors alike: the file cannot be read
+        raise SettingsError(
+            f"invalid settings: {where}: cannot be read as a mapping of MemoryConfig fields: {error}"
+        ) from None
+    if data is None:  # an empty YAML file
+        return {}
+    if not isinstance(data, dict):
+        raise SettingsError(f"invalid settings: {where}: must hold MemoryConfig fields as keys (a mapping)")
+    return data
+
+
+class _MemoryFileSource(PydanticBaseSettingsSource):
+    """The file of ``ARANDU_MEMORY_CONFIG`` as the ``memory`` field (below the environment in precedence)."""
+
+    def __init__(self, settings_cls: type[BaseSettings], path: Path | None) -> None:
+        super().__init__(settings_cls)
+        self.data = read_memory_file(path) if path is not None else {}
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        """Unused: :meth:`__call__` answers for the whole source."""
+        return (self.data if field_name == "memory" else None), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return {"memory": dict(self.data)} if self.data else {}
+
+
 class Settings(BaseSettings):
     """Process-wide settings of the service; see the README's configuration table."""
 
@@ -91,7 +169,28 @@ class Settings(BaseSettings):
         validate_default=True,
         # An empty variable (compose's `${VAR:-}`) means "not set", not "set to empty".
         env_ignore_empty=True,
+        env_nested_delimiter=NESTED_DELIMITER,
     )
+
+    # The service-wide memory configuration (see the module's docstring). Its
+    # embedding_dimensions is always the embedder's (embedding_dimensions below).
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    # A TOML or YAML file of MemoryConfig fields, read below the ARANDU_MEMORY__ variables.
+    memory_config: Path | None = None
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Arguments, then the environment, then the memory file (the first source wins a field)."""
+        init_kwargs = getattr(init_settings, "init_kwargs", None)
+        memory_file = _MemoryFileSource(settings_cls, _memory_file_path(init_kwargs))
+        return (init_settings, env_settings, dotenv_settings, file_secret_settings, memory_file)
 
     env: Environment = Environment.DEV
     home: Path = PROJECT_ROOT / ".arandu"
@@ -302,6 +401,7 @@ class Settings(BaseSettings):
                 "(or OPENAI_API_KEY for openai); an OpenAI-compatible local server "
                 "may instead set ARANDU_LLM_BASE_URL"
             )
+        self._fix_memory_dimensions()
         if self.env is Environment.PRODUCTION:
             if not self.api_keys:
                 raise ValueError("ARANDU_API_KEYS must be set when ARANDU_ENV=production")
@@ -314,6 +414,22 @@ class Settings(BaseSettings):
                     "with docker compose set POSTGRES_PASSWORD in .env)"
                 )
         return self
+
+    def _fix_memory_dimensions(self) -> None:
+        # The vectors' width is the embedder's and fixed when the database is created: the memory
+        # config follows it, and a memory file or variable saying otherwise is a mistake.
+        assert self.embedding_dimensions is not None
+        asked = self.memory.embedding_dimensions
+        if "embedding_dimensions" in self.memory.model_fields_set and asked != self.embedding_dimensions:
+            raise ValueError(
+                f"{_memory_source('embedding_dimensions', {})}: embedding_dimensions ({asked}) must equal the "
+                "embedder's dimensions "
+                f"({self.embedding_dimensions}, ARANDU_EMBEDDING_DIMENSIONS); leave it out of the memory config"
+            )
+        if asked != self.embedding_dimensions:
+            object.__setattr__(
+                self, "memory", self.memory.model_copy(update={"embedding_dimensions": self.embedding_dimensions})
+            )
 
     @property
     def resolved_llm_api_key(self) -> str | None:
@@ -389,22 +505,84 @@ def _weak_database_password(url: str) -> bool:
     return (parsed.password or "") in DEFAULT_DATABASE_PASSWORDS
 
 
-def _describe(error: ValidationError) -> str:
+def _memory_source(field: str, overrides: Mapping[str, Any]) -> str:
+    """Where a memory field's value came from: its variable, an argument, or the memory file.
+
+    A check of two fields (hot + warm tier ratios...) reports on the later one; when that one
+    was not set, the source named is the partner's that was.
+    """
+    variables = {name.upper() for name in os.environ}
+    memory = overrides.get("memory")
+    path = _memory_file_path(overrides)
+    file_fields: Mapping[str, Any] = {}
+    if path is not None:
+        try:
+            file_fields = read_memory_file(path)
+        except SettingsError:
+            file_fields = {}
+    for name in (field, *PAIRED_FIELDS.get(field, ())):
+        variable = f"{MEMORY_PREFIX}{name}".upper()
+        if variable in variables:
+            return variable
+        if isinstance(memory, Mapping) and name in memory:
+            return f"memory.{name}"
+        if name in file_fields:
+            return f"{MEMORY_FILE_VARIABLE}={path}: {name}"
+    return f"{MEMORY_PREFIX}{field}".upper()
+
+
+def _undecodable_variable() -> str | None:
+    """The first ``ARANDU_MEMORY__`` variable of a mapping or set field that is not JSON."""
+    for name, value in sorted(os.environ.items()):
+        if not name.upper().startswith(MEMORY_PREFIX) or not value.strip():
+            continue
+        field = MemoryConfig.model_fields.get(name[len(MEMORY_PREFIX) :].lower())
+        if field is None or field.annotation in {str, int, float, bool}:
+            continue
+        try:
+            json.loads(value)
+        except ValueError:
+            return name.upper()
+    return None
+
+
+def _describe(error: ValidationError, overrides: Mapping[str, Any]) -> str:
     lines = []
     for item in error.errors():
         location = [str(part) for part in item["loc"] if part != "__root__"]
-        name = ENV_PREFIX + "_".join(location).upper() if location else "settings"
         message = str(item["msg"]).removeprefix("Value error, ")
+        if len(location) >= 2 and location[0] == "memory":
+            # The field, with the path inside it (score_weights.semantic), and where it was set.
+            inner = ".".join(part for part in location[2:] if part != "[key]")
+            detail = f" ({location[1]}.{inner})" if inner else ""
+            lines.append(f"{_memory_source(location[1], overrides)}{detail}: {message}")
+            continue
+        if not location and message.startswith(ENV_PREFIX):  # a whole-settings check that names its variable
+            lines.append(message)
+            continue
+        name = ENV_PREFIX + "_".join(location).upper() if location else "settings"
         lines.append(f"{name}: {message}")
     return "invalid settings: " + "; ".join(lines)
 
 
 def load_settings(**overrides: Any) -> Settings:
-    """Read settings from the environment, raising :class:`SettingsError` naming the bad variable."""
+    """Read settings from the environment, raising :class:`SettingsError` naming the bad variable.
+
+    A bad memory config field names its ``ARANDU_MEMORY__<FIELD>`` variable, or the file of
+    ``ARANDU_MEMORY_CONFIG`` and the field.
+    """
     try:
         return Settings(**overrides)
     except ValidationError as error:
-        raise SettingsError(_describe(error)) from None
+        raise SettingsError(_describe(error, overrides)) from None
+    except SourceError as error:
+        # A variable pydantic-settings could not decode (bad JSON for a mapping or a set).
+        variable = _undecodable_variable()
+        if variable is not None:
+            raise SettingsError(
+                f"invalid settings: {variable}: must be JSON (an object for a mapping, a list for a set)"
+            ) from None
+        raise SettingsError(f"invalid settings: {error}") from None
 
 
 @lru_cache(maxsize=1)

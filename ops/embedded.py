@@ -339,12 +339,13 @@ class EmbeddedStack:
     """Both embedded servers under one home folder."""
 
     home: Path
+    extra_pg_settings: dict[str, str] = field(default_factory=dict)
     postgres: EmbeddedPostgres = field(init=False)
     redis: EmbeddedRedis = field(init=False)
 
     def __post_init__(self) -> None:
         self.home = self.home.resolve()
-        self.postgres = EmbeddedPostgres(self.home / "pg", settings=server_settings())
+        self.postgres = EmbeddedPostgres(self.home / "pg", settings={**server_settings(), **self.extra_pg_settings})
         self.redis = EmbeddedRedis(self.home / "redis")
 
     def start(self) -> None:

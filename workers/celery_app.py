@@ -37,6 +37,7 @@ def create_celery_app(
     from workers.task_metrics import install_task_metrics
     from workers.tasks.maintenance import register_maintenance_tasks
     from workers.tasks.pipeline import register_pipeline_tasks
+    from workers.tasks.reprocess import register_reprocess_tasks
 
     broker_compat.install()  # a worker must outlive its broker (see the module)
     app = Celery("arandu", set_as_current=False)
@@ -72,6 +73,7 @@ def create_celery_app(
         enable_utc=True,
     )
     register_pipeline_tasks(app)
+    register_reprocess_tasks(app)
     register_maintenance_tasks(app)
     install_task_metrics()
     return app

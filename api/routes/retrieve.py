@@ -110,6 +110,8 @@ def post_retrieve(request: Request, agent_id: AgentId, body: JsonBody) -> Respon
                 as_of=as_of,
                 config_overrides=payload.config_overrides,
                 verbose=payload.verbose,
+                include_directives=payload.include_directives,
+                persona=payload.persona or "",
             )
     except ConfigOverrideError as error:  # the pipeline's own check; the checker above normally catches it
         raise validation_failed(_override_problems(error)) from None
@@ -127,5 +129,7 @@ def post_retrieve(request: Request, agent_id: AgentId, body: JsonBody) -> Respon
         result = result.model_copy(update={"warnings": capped})
     # Serialised by pydantic-core straight to bytes: a dict round trip through the json module
     # cost the single API process's event loop thread a few hundred microseconds per answer.
-    body = result.model_dump_json(exclude={"trace"} if result.trace is None else None)
+    # Absent rather than null when not asked for: an answer keeps the shape it had before them.
+    absent = {name for name in ("trace", "directives") if getattr(result, name) is None}
+    body = result.model_dump_json(exclude=absent or None)
     return Response(body, status_code=200, media_type="application/json")

@@ -82,14 +82,21 @@ class LLMSkill(Generic[InputT, OutputT]):
             {"role": "user", "content": self.render_user(skill_input)},
         ]
 
-    def run(self, skill_input: InputT, /) -> SkillOutcome[OutputT]:
-        """Ask the model and return its validated answer with the tokens spent."""
+    def run(self, skill_input: InputT, /, *, timeout_s: float | None = None) -> SkillOutcome[OutputT]:
+        """Ask the model and return its validated answer with the tokens spent.
+
+        ``timeout_s`` bounds the call instead of the provider's timeout (extraction's
+        ``extraction_timeout_sec``).
+        """
         started = time.perf_counter()
+        # Passed only when set: providers written before the parameter keep working.
+        timeout: dict[str, float] = {"timeout_s": timeout_s} if timeout_s is not None else {}
         result = self.provider.complete(
             self.build_messages(skill_input),
             temperature=self.temperature,
             response_format=self.response_format,
             max_tokens=self.max_tokens,
+            **timeout,
         )
         output = self._parse(result)
         return SkillOutcome(output=output, usage=result.usage, duration_ms=(time.perf_counter() - started) * 1000.0)

@@ -42,7 +42,7 @@ class SummaryInput(_Model):
 
 
 class SummaryOutput(_Model):
-    """A 2-3 sentence summary in the language of the facts, and a short label for it."""
+    """A 2-3 sentence summary (in English, seeds W20) and a short label for it."""
 
     summary: str
     label: str = ""

@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from memory_core.cognition.directive_models import ExtractedDirective
+
 ImportanceCategory = Literal[
     "biographical_milestone",
     "relationship_change",
@@ -95,6 +97,10 @@ class ExtractionInput(_Model):
     known_entities: list[KnownEntity] = Field(default_factory=list)
     chunk_hint: str | None = Field(default=None, description="set when the message is one chunk of a long input")
     max_facts: int = 100
+    # Not shown to the model: how the skill calls it (MemoryConfig.extraction_timeout_sec and
+    # relation_retry_min_entities). None: the provider's own timeout.
+    timeout_s: float | None = None
+    relation_retry_min_entities: int = 2
 
 
 class ExtractedEntity(_Model):
@@ -149,6 +155,9 @@ class ExtractionOutput(_Model):
     )
     emotion: EmotionOutput | None = Field(
         default=None, description="the message's emotional tone, when the extraction call also tagged it"
+    )
+    directives: list[ExtractedDirective] = Field(
+        default_factory=list, description="behavioural instructions to the assistant, in English (procedural memory)"
     )
 
 

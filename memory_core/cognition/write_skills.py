@@ -4,6 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from memory_core.cognition.directive_models import (
+    ContradictionInput,
+    ContradictionOutput,
+    DirectiveDetectionInput,
+    DirectiveDetectionOutput,
+)
 from memory_core.cognition.models import (
     BatchExtractionInput,
     BatchExtractionOutput,
@@ -28,6 +34,11 @@ class WriteSkills:
     ``extract_batch`` (informed extraction of several messages in one call) exists only where
     batching saves something: the LLM's. Without it every message is extracted on its own.
     Likewise ``reconcile_batch`` decides several new facts of one agent in one call.
+
+    Procedural memory: ``detect_directives`` finds the behavioural instructions of a message
+    where the extraction does not (offline; an LLM answers them inside the extraction call), and
+    ``judge_directive`` decides whether a new directive contradicts a close existing one. Left
+    ``None`` (scripted bundles of tests), the offline rule twins stand in.
     """
 
     kind: str
@@ -38,3 +49,5 @@ class WriteSkills:
     tag_emotion: Skill[EmotionInput, EmotionOutput]
     extract_batch: Skill[BatchExtractionInput, BatchExtractionOutput] | None = None
     reconcile_batch: Skill[BatchReconcileInput, BatchReconcileOutput] | None = None
+    detect_directives: Skill[DirectiveDetectionInput, DirectiveDetectionOutput] | None = None
+    judge_directive: Skill[ContradictionInput, ContradictionOutput] | None = None

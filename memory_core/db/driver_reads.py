@@ -182,6 +182,19 @@ def fetch_scalar(
     return None if row is None else row[0]
 
 
+def run_then_fetch_scalar(session: Session, statements: str, *, inline_agent: str | None = None) -> Any:
+    """Run ``statements`` (several, no parameters: one message) and return the last one's first value.
+
+    The statements before the last are settings, say; the last one reads a row. None when it
+    returns no row.
+    """
+    cursor = _execute(session, statements, None, None, inline_agent)
+    while cursor.nextset():
+        pass
+    row = cursor.fetchone()
+    return None if row is None else row[0]
+
+
 def run(session: Session, statement: str, params: Mapping[str, Any] | None = None) -> None:
     """Run ``statement`` (a setting, say) in ``session``'s transaction; its rows, if any, are not read."""
     _execute(session, statement, params, None)

@@ -1,6 +1,7 @@
 """SQLAlchemy 2 models of every table the service owns.
 
-The memory tables follow the seeds' schema (``memory_*`` and ``session_observations``);
+The memory tables follow the seeds' schema (``memory_*``; ``memory_intentions`` and
+``session_observations`` were dropped by migration 0020, nothing wrote them);
 ``pipeline_runs``, ``imports``, ``maintenance_job_runs`` and ``schema_info`` are the
 service's own bookkeeping. Every memory row carries ``agent_id``, the hard isolation
 boundary: every index that serves a query starts with it. ``memory_fact_usage`` (retrieval
@@ -129,6 +130,20 @@ class LlmUsage(Base):
     updated_at: Mapped[datetime] = _created_at()
 
 
+class AgentConfig(Base):
+    """An agent's MemoryConfig overrides, applied on top of the service config (migration 0019).
+
+    See :mod:`memory_core.agent_config`; ``overrides`` is a JSON object of field -> value.
+    """
+
+    __tablename__ = "agent_configs"
+    __table_args__ = (CheckConstraint("jsonb_typeof(overrides) = 'object'", name="agent_configs_overrides_object"),)
+
+    agent_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    overrides: Mapped[dict[str, Any]] = mapped_column(server_default=sql_text("'{}'::jsonb"))
+    updated_at: Mapped[datetime] = _created_at()
+
+
 class Import(Base):
     """A batch historical import: many events under one id, progress counted from their runs."""
 
@@ -141,6 +156,35 @@ class Import(Base):
     duplicates: Mapped[int] = mapped_column(Integer, server_default=sql_text("0"))
     source: Mapped[str] = mapped_column(String(32), server_default=sql_text("'api'"))
     created_at: Mapped[datetime] = _created_at()
+
+
+class AgentReprocess(Base):
+    """A re-process of an agent's whole memory from its event log (migration 0021).
+
+    The new memory is derived under the hidden agent id ``~reprocess:<id>`` and replaces the
+    live one in one transaction when every event is through (:mod:`memory_core.maintenance.reprocess`).
+    """
+
+    __tablename__ = "agent_reprocesses"
+    __table_args__ = (
+        Index("ix_agent_reprocesses_agent_created", "agent_id", "created_at"),
+        # One running re-process per agent (the API answers 409 to a second one).
+        Index("uq_agent_reprocesses_running", "agent_id", unique=True, postgresql_where=sql_text("status = 'running'")),
+        Index("ix_agent_reprocesses_running", "updated_at", postgresql_where=sql_text("status = 'running'")),
+    )
+
+    id: Mapped[uuid.UUID] = _pk()
+    agent_id: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16), server_default=sql_text("'running'"))
+    total: Mapped[int] = mapped_column(Integer, server_default=sql_text("0"))
+    done: Mapped[int] = mapped_column(Integer, server_default=sql_text("0"))
+    failed: Mapped[int] = mapped_column(Integer, server_default=sql_text("0"))
+    requeued: Mapped[int] = mapped_column(Integer, server_default=sql_text("0"))
+    catch_up_rounds: Mapped[int] = mapped_column(Integer, server_default=sql_text("0"))
+    error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = _created_at()
+    updated_at: Mapped[datetime] = _created_at()
+    finished_at: Mapped[datetime | None] = mapped_column()
 
 
 class PipelineRun(Base):
@@ -580,49 +624,61 @@ class MemoryAttributeRegistry(Base):
     updated_at: Mapped[datetime | None] = mapped_column()
 
 
-class MemoryIntention(Base):
-    """Prospective memory: an intended action with a time or event trigger."""
+class MemoryDirective(Base):
+    """Procedural memory: a behavioural directive learned from conversations, in English (migration 0020)."""
 
-    __tablename__ = "memory_intentions"
-    __table_args__ = (Index("ix_memory_intentions_agent_status", "agent_id", "status"),)
-
-    id: Mapped[uuid.UUID] = _pk()
-    agent_id: Mapped[str] = mapped_column(Text)
-    trigger_type: Mapped[str] = mapped_column(String(16))
-    trigger_condition: Mapped[str] = mapped_column(Text)
-    intended_action: Mapped[str] = mapped_column(Text)
-    due_date: Mapped[datetime | None] = mapped_column()
-    status: Mapped[str] = mapped_column(String(16), server_default=sql_text("'pending'"))
-    trigger_embedding_vec: Mapped[Any | None] = mapped_column(Vector())
-    source_event_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("memory_events.id", ondelete="SET NULL"))
-    confidence: Mapped[float | None] = mapped_column(Float)
-    source_context: Mapped[str | None] = mapped_column(String(32))
-    outcome_note: Mapped[str | None] = mapped_column(Text)
-    created_at: Mapped[datetime] = _created_at()
-    triggered_at: Mapped[datetime | None] = mapped_column()
-    fulfilled_at: Mapped[datetime | None] = mapped_column()
-
-
-class SessionObservation(Base):
-    """Intra-session observation that persists across turns."""
-
-    __tablename__ = "session_observations"
-    __table_args__ = (Index("ix_session_observations_agent_session", "agent_id", "session_id"),)
+    __tablename__ = "memory_directives"
+    __table_args__ = (
+        Index("ix_memory_directives_agent", "agent_id", "is_active"),
+        Index(
+            "uq_memory_directives_active_key",
+            "agent_id",
+            "text_key",
+            unique=True,
+            postgresql_where=sql_text("is_active"),
+        ),
+    )
 
     id: Mapped[uuid.UUID] = _pk()
     agent_id: Mapped[str] = mapped_column(Text)
-    session_id: Mapped[str] = mapped_column(String(256), server_default=sql_text("'default'"))
-    content: Mapped[str] = mapped_column(Text)
-    topic: Mapped[str | None] = mapped_column(String(64))
-    entities_mentioned: Mapped[list[Any]] = mapped_column(server_default=sql_text("'[]'::jsonb"))
-    created_at: Mapped[datetime] = _created_at()
-    referenced_at: Mapped[datetime | None] = mapped_column()
-    relative_offset: Mapped[str | None] = mapped_column(String(64))
-    source_message_ids: Mapped[list[Any]] = mapped_column(server_default=sql_text("'[]'::jsonb"))
+    text: Mapped[str] = mapped_column(Text)
+    text_key: Mapped[str] = mapped_column(Text)
+    confidence: Mapped[float] = mapped_column(Float, server_default=sql_text("0.8"))
+    times_reinforced: Mapped[int] = mapped_column(Integer, server_default=sql_text("0"))
     is_active: Mapped[bool] = mapped_column(Boolean, server_default=sql_text("true"))
-    merged_into_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("session_observations.id", ondelete="SET NULL"))
-    emotion_label: Mapped[str | None] = mapped_column(String(32))
+    source_event_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("memory_events.id", ondelete="SET NULL"))
+    superseded_by_id: Mapped[uuid.UUID | None] = mapped_column(ForeignKey("memory_directives.id", ondelete="SET NULL"))
+    supersession_reason: Mapped[str | None] = mapped_column(Text)
     embedding_vec: Mapped[Any | None] = mapped_column(Vector())
+    learned_at: Mapped[datetime] = _created_at()
+    last_reinforced_at: Mapped[datetime] = _created_at()
+    invalidated_at: Mapped[datetime | None] = mapped_column()
+    created_at: Mapped[datetime] = _created_at()
+
+
+class MemoryDirectiveBlock(Base):
+    """The cached directive block of an agent, keyed by its directives' ids and reinforcement counts."""
+
+    __tablename__ = "memory_directive_blocks"
+
+    agent_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    cache_key: Mapped[str] = mapped_column(Text, primary_key=True)
+    text: Mapped[str] = mapped_column(Text)
+    directive_count: Mapped[int] = mapped_column(Integer)
+    created_at: Mapped[datetime] = _created_at()
+
+
+class MemoryPendingOperation(Base):
+    """A destructive operation awaiting the user's confirmation, one per agent, until ``expires_at``."""
+
+    __tablename__ = "memory_pending_operations"
+
+    agent_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    kind: Mapped[str] = mapped_column(Text)
+    payload: Mapped[dict[str, Any]] = mapped_column(server_default=sql_text("'{}'::jsonb"))
+    confirmation_text: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = _created_at()
+    expires_at: Mapped[datetime] = mapped_column()
 
 
 EMBEDDING_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -631,6 +687,5 @@ EMBEDDING_COLUMNS: tuple[tuple[str, str], ...] = (
     ("memory_entities", "embedding_vec"),
     ("memory_clusters", "embedding_vec"),
     ("memory_meta_observations", "embedding_vec"),
-    ("memory_intentions", "trigger_embedding_vec"),
-    ("session_observations", "embedding_vec"),
+    ("memory_directives", "embedding_vec"),
 )

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
+from memory_core.agent_config import ConfigResolver, load_agent_overrides
 from memory_core.cognition.maintenance_skills import MaintenanceSkills, build_maintenance_skills
 from memory_core.config import MemoryConfig
 from memory_core.db.engine import create_db_engine, create_session_factory
@@ -26,6 +27,21 @@ class MaintenanceContext:
     embedder: EmbeddingProvider
     skills: MaintenanceSkills
     base_config: MemoryConfig
+    _configs: ConfigResolver | None = field(default=None, repr=False)
+
+    @property
+    def configs(self) -> ConfigResolver:
+        """Agents' effective configs on top of ``base_config``, memoised (made once)."""
+        configs = self._configs
+        if configs is None or configs.base is not self.base_config:
+            configs = self._configs = ConfigResolver(self.base_config)
+        return configs
+
+    def config_for(self, agent_id: str) -> MemoryConfig:
+        """The agent's effective config: ``base_config`` with its stored overrides (one primary-key lookup)."""
+        with self.sessions() as session:
+            stored = load_agent_overrides(session, agent_id)
+        return self.configs.for_agent(stored)
 
     def now(self) -> datetime:
         """The current instant in UTC (one place, so jobs agree on what "now" is)."""
@@ -51,5 +67,5 @@ def build_maintenance_context(
         sessions=create_session_factory(engine),
         embedder=embedder or build_embedding_provider(settings),
         skills=skills or build_maintenance_skills(settings),
-        base_config=MemoryConfig(embedding_dimensions=settings.dimensions),
+        base_config=settings.memory,
     )

@@ -54,6 +54,7 @@ from memory_core.errors import AranduError
 from memory_core.maintenance.context import MaintenanceContext
 from memory_core.read.agent_index import database_key, drop_agent_index
 from memory_core.read.keywords import document_frequency_cache
+from memory_core.shadow import SHADOW_PREFIX
 from memory_core.write.upsert import lock_agent
 
 __all__ = [
@@ -63,12 +64,14 @@ __all__ = [
     "ForeignKey",
     "TableErasure",
     "agent_tables",
+    "delete_agent_rows",
     "erase_agent",
     "erasure_guarded",
     "erasure_plan",
     "foreign_keys",
     "hold_off_erasure",
     "plan_erasure",
+    "stop_maintenance",
 ]
 
 logger = logging.getLogger(__name__)
@@ -253,22 +256,56 @@ def _erasure_lock_key(agent_id: str) -> str:
     return f"arandu-erase:{agent_id}"
 
 
+def stop_maintenance(session: Session, agent_id: str) -> int:
+    """Stop the agent's maintenance runs as erasure does, for a caller about to replace its memory.
+
+    Waits for a job's transaction in flight (the erasure lock, exclusively, until the caller's
+    transaction ends) and deletes the agent's queued and running runs, so every later
+    transaction of those jobs raises :class:`AgentErasedError` before writing anything, and a
+    queued one finds nothing to claim. Returns how many runs were stopped.
+    """
+    session.execute(_ERASURE_LOCK_SQL, {"key": _erasure_lock_key(agent_id)})
+    result = session.execute(
+        text("DELETE FROM maintenance_job_runs WHERE agent_id = :agent AND status IN ('queued', 'running')"),
+        {"agent": agent_id},
+    )
+    return int(getattr(result, "rowcount", 0) or 0)
+
+
 def hold_off_erasure(connection: Session | Connection, agent_id: str) -> None:
     """Keep ``agent_id`` from being erased until this transaction ends (shared: other holders go on)."""
     connection.execute(_HOLD_OFF_SQL, {"key": _erasure_lock_key(agent_id)})
 
 
-def _erase_in_transaction(session: Session, agent_id: str) -> dict[str, int]:
-    session.execute(_LOCK_RUNS_SQL, {"agent": agent_id})
-    lock_agent(session, agent_id)
-    session.execute(_ERASURE_LOCK_SQL, {"key": _erasure_lock_key(agent_id)})
+def delete_agent_rows(session: Session, agent_id: str, plan: Sequence[TableErasure]) -> dict[str, int]:
+    """Run ``plan`` (from :func:`plan_erasure`) for ``agent_id`` in the caller's transaction; rows per table."""
     deleted: dict[str, int] = {}
-    for step in erasure_plan(session):
+    for step in plan:
         # The table is a quoted catalog name, the condition built by plan_erasure; the agent is bound.
         statement = text(f"DELETE FROM {_quote(step.table)} WHERE {step.condition}")  # noqa: S608
         result = session.execute(statement, {"agent": agent_id})
         deleted[step.table] = int(getattr(result, "rowcount", 0) or 0)
     return deleted
+
+
+# The hidden agents of the agent's running re-processes (memory_core.maintenance.reprocess),
+# read before their rows go: their shadows are erased right after the agent.
+_RUNNING_SHADOWS_SQL = text(
+    "SELECT :prefix || CAST(id AS text) FROM agent_reprocesses WHERE agent_id = :agent AND status = 'running'"
+)
+
+
+def _erase_in_transaction(session: Session, agent_id: str) -> tuple[dict[str, int], list[str]]:
+    session.execute(_LOCK_RUNS_SQL, {"agent": agent_id})
+    lock_agent(session, agent_id)
+    session.execute(_ERASURE_LOCK_SQL, {"key": _erasure_lock_key(agent_id)})
+    shadows: list[str] = []
+    if "agent_reprocesses" in agent_tables(session):
+        shadows = [
+            str(s)
+            for s in session.execute(_RUNNING_SHADOWS_SQL, {"agent": agent_id, "prefix": SHADOW_PREFIX}).scalars()
+        ]
+    return delete_agent_rows(session, agent_id, erasure_plan(session)), shadows
 
 
 def _is_deadlock(error: OperationalError) -> bool:
@@ -287,12 +324,15 @@ def erase_agent(engine: Engine, agent_id: str) -> Erasure:
     for attempt in range(1, _ATTEMPTS + 1):
         try:
             with sessions.begin() as session:
-                deleted = _erase_in_transaction(session, agent_id)
+                deleted, shadows = _erase_in_transaction(session, agent_id)
             break
         except OperationalError as error:
             if not _is_deadlock(error) or attempt == _ATTEMPTS:
                 raise
             logger.warning("erasing agent %s met a deadlock with a concurrent write; trying again", agent_id)
+    for shadow in shadows:
+        # A re-process of the agent was running: its new memory goes with the agent.
+        erase_agent(engine, shadow)
     indexes_dropped = drop_agent_index(engine, agent_id, wait_for_build_s=_INDEX_BUILD_WAIT_S)
     document_frequency_cache.forget_agent(database_key(engine), agent_id)
     logger.info("erased agent %s: %d rows (%s)", agent_id, sum(deleted.values()), deleted)

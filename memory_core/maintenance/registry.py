@@ -49,5 +49,9 @@ def job_function(job: str) -> JobFunction:
 def run_job(
     context: MaintenanceContext, agent_id: str, job: str, *, config: MemoryConfig | None = None
 ) -> dict[str, Any]:
-    """Run ``job`` for ``agent_id`` now and return its result fields."""
-    return job_function(job)(context, agent_id, config or context.base_config)
+    """Run ``job`` for ``agent_id`` now and return its result fields.
+
+    Without ``config`` the job runs on the agent's effective config (the service's with the
+    agent's stored overrides).
+    """
+    return job_function(job)(context, agent_id, config or context.config_for(agent_id))

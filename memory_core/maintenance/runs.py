@@ -21,6 +21,7 @@ from sqlalchemy import func, select, text, update
 from sqlalchemy.orm import Session
 
 from memory_core.db.models import MaintenanceJobRun
+from memory_core.shadow import SHADOW_LIKE
 
 ACTIVE_STATUSES: tuple[str, ...] = ("queued", "running")
 FINAL_STATUSES: tuple[str, ...] = ("done", "failed", "skipped")
@@ -233,6 +234,9 @@ def skip_queued_run(session: Session, run_id: uuid.UUID, reason: str) -> bool:
 def agents_with_new_events(session: Session, job: str) -> list[str]:
     """Agents that received events since their last successful run of ``job`` (or never ran it).
 
+    An agent whose memory a re-process replaced since counts too; a re-process's hidden shadow
+    agent never does (:mod:`memory_core.shadow`).
+
     "Since" is measured from when that run was queued, so events arriving while it ran count
     for the next one. One pass over ``memory_events`` (a hash aggregate by agent); Beat calls
     this once per job per cadence, hours apart.
@@ -246,9 +250,19 @@ def agents_with_new_events(session: Session, job: str) -> list[str]:
                  WHERE job = :job AND status = 'done'
                  GROUP BY agent_id
             ), latest_event AS (
-                SELECT agent_id, max(created_at) AS last_event
-                  FROM memory_events
-                 GROUP BY agent_id
+                SELECT agent_id, max(last_event) AS last_event FROM (
+                    SELECT agent_id, max(created_at) AS last_event
+                      FROM memory_events
+                     WHERE agent_id NOT LIKE :shadows
+                     GROUP BY agent_id
+                    UNION ALL
+                    -- A re-process replaced the agent's memory: every job has new work.
+                    SELECT agent_id, max(finished_at)
+                      FROM agent_reprocesses
+                     WHERE status = 'done'
+                     GROUP BY agent_id
+                ) changes
+                GROUP BY agent_id
             )
             SELECT e.agent_id
               FROM latest_event e
@@ -257,7 +271,7 @@ def agents_with_new_events(session: Session, job: str) -> list[str]:
              ORDER BY e.agent_id
             """
         ),
-        {"job": job},
+        {"job": job, "shadows": SHADOW_LIKE},
     ).scalars()
     return list(rows)
 

@@ -106,8 +106,12 @@ class AnthropicChatProvider:
         temperature: float = 0,
         response_format: dict[str, Any] | None = None,
         max_tokens: int | None = None,
+        timeout_s: float | None = None,
     ) -> LLMResult:
-        """Send ``messages`` (system ones go to the ``system`` parameter) and return the text and usage."""
+        """Send ``messages`` (system ones go to the ``system`` parameter) and return the text and usage.
+
+        ``timeout_s`` bounds this call instead of the client's timeout.
+        """
         system, turns = _split_messages(messages)
         tool = _answer_tool(response_format)
         wants_json = tool is None and response_format is not None and response_format.get("type") == "json_object"
@@ -116,6 +120,8 @@ class AnthropicChatProvider:
         if not turns:
             raise ProviderRequestError("anthropic needs at least one user message", provider="anthropic")
         options: dict[str, Any] = {}
+        if timeout_s is not None:
+            options["timeout"] = timeout_s
         if system:
             options["system"] = "\n\n".join(system)
         if tool is not None:

@@ -158,13 +158,18 @@ class OpenAIChatProvider:
         temperature: float = 0,
         response_format: dict[str, Any] | None = None,
         max_tokens: int | None = None,
+        timeout_s: float | None = None,
     ) -> LLMResult:
-        """Send ``messages`` and return the first choice's text with its token usage."""
+        """Send ``messages`` and return the first choice's text with its token usage (``timeout_s``: this call's)."""
         level, sent_format = self._format_for(response_format)
         while True:
             try:
                 completion = self._create(
-                    _with_schema(messages, response_format, sent_format), temperature, sent_format, max_tokens
+                    _with_schema(messages, response_format, sent_format),
+                    temperature,
+                    sent_format,
+                    max_tokens,
+                    timeout_s,
                 )
                 break
             except ProviderError as error:
@@ -180,8 +185,11 @@ class OpenAIChatProvider:
         temperature: float,
         response_format: dict[str, Any] | None,
         max_tokens: int | None,
+        timeout_s: float | None = None,
     ) -> ChatCompletion:
         options: dict[str, Any] = {}
+        if timeout_s is not None:
+            options["timeout"] = timeout_s
         if response_format is not None:
             options["response_format"] = cast("ResponseFormat", response_format)
         if max_tokens is not None:

@@ -88,8 +88,13 @@ class LLMProvider(Protocol):
         temperature: float = 0,
         response_format: dict[str, Any] | None = None,
         max_tokens: int | None = None,
+        timeout_s: float | None = None,
     ) -> LLMResult:
-        """Answer ``messages`` (``{"role": ..., "content": ...}`` dicts, system first)."""
+        """Answer ``messages`` (``{"role": ..., "content": ...}`` dicts, system first).
+
+        ``timeout_s`` bounds this call instead of the provider's own timeout (a timeout raises
+        :class:`~memory_core.providers.errors.RetryableProviderError`).
+        """
         ...
 
 

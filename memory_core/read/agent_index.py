@@ -59,6 +59,8 @@ from psycopg import sql
 from sqlalchemy import Connection, Engine, text
 from sqlalchemy.orm import Session
 
+from memory_core.shadow import SHADOW_LIKE
+
 __all__ = [
     "AGENT_INDEX_EF_CONSTRUCTION",
     "AGENT_INDEX_M",
@@ -384,10 +386,11 @@ def agents_needing_index(session: Session, min_facts: int) -> list[tuple[str, in
         return []
     rows = session.execute(
         text(
-            "SELECT agent_id, count(*) AS facts FROM memory_facts GROUP BY agent_id "
+            "SELECT agent_id, count(*) AS facts FROM memory_facts WHERE agent_id NOT LIKE :shadows GROUP BY agent_id "
             "HAVING count(*) >= :min ORDER BY facts DESC, agent_id"
         ),
-        {"min": min_facts},
+        # A re-process's shadow (memory_core.shadow) is searched by nobody: no index of its own.
+        {"min": min_facts, "shadows": SHADOW_LIKE},
     ).all()
     return [(str(row.agent_id), int(row.facts)) for row in rows if not _has_agent_indexes(session, str(row.agent_id))]
 

@@ -26,6 +26,12 @@ Budget: ``context_max_tokens`` x ``chars_per_token`` characters, shared proporti
   listed among the facts too: the message says it, with who said it and when (the seeds show no
   speaker: their memory is one user's; a conversation's "I" needs its name).
 
+Stale facts (``context_stale_threshold_days``, 90 by default, seeds' ``stale_threshold_days``):
+a fact that became valid longer ago than that is listed after every fresher fact
+(:func:`fresh_first`), so the hot tier's full lines go to what is current and what may be outdated
+takes the warm tier's short lines or is left out. When every fact is stale (a memory of old
+conversations) the order is the ranking's.
+
 It is a proportional target, not a hard cap (seeds): the best fact is always included whatever
 its length, and budget a tier does not use flows to the others (cold first lends its spare share
 to the facts; whatever the facts leave goes to the cold tier). Broad queries ("tell me
@@ -37,7 +43,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, tzinfo
+from datetime import UTC, datetime, timedelta, tzinfo
 
 from memory_core.config import MemoryConfig
 
@@ -50,6 +56,7 @@ __all__ = [
     "compress_broad_context",
     "compress_context",
     "estimate_tokens",
+    "fresh_first",
 ]
 
 # Warm-tier facts are summarised to this many characters.
@@ -68,6 +75,8 @@ class ContextFact:
     cluster_id: str | None = None
     # The message the fact was said in: left out of the facts when that message is shown.
     source_event_id: str | None = None
+    # When the fact became valid: older than context_stale_threshold_days, it is stale.
+    valid_from: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,6 +266,23 @@ def _finish(
         omitted_facts=omitted,
         sections=sections,
     )
+
+
+def fresh_first(facts: Sequence[ContextFact], now: datetime, stale_after_days: int) -> list[ContextFact]:
+    """``facts`` (best first) with the stale ones moved after the others, each group in its order.
+
+    Stale: valid since more than ``stale_after_days`` days before ``now``; a fact without a date
+    is fresh.
+    """
+    cutoff = now - timedelta(days=stale_after_days)
+    fresh: list[ContextFact] = []
+    stale: list[ContextFact] = []
+    for fact in facts:
+        moment = fact.valid_from
+        if moment is not None and moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        (stale if moment is not None and moment < cutoff else fresh).append(fact)
+    return [*fresh, *stale] if fresh and stale else list(facts)
 
 
 def compress_context(

@@ -8,7 +8,11 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
-from memory_core.cognition.skill import Skill
+from memory_core.agent_config import ConfigResolver
+from memory_core.cognition.directive_models import DirectiveBlockInput, DirectiveBlockOutput
+from memory_core.cognition.llm.directives import DirectiveBlockSkill
+from memory_core.cognition.offline.directives import OfflineDirectiveBlockSkill
+from memory_core.cognition.skill import FallbackSkill, Skill
 from memory_core.config import MemoryConfig
 from memory_core.db.engine import create_db_engine, create_session_factory
 from memory_core.providers.factory import build_embedding_provider, build_llm_provider
@@ -38,6 +42,8 @@ class ReadContext:
     base_config: MemoryConfig
     llm: LLMProvider | None = None
     reranker: Skill[RerankInput, RerankOutput] | None = None
+    # Merges persona + directives into the directive block (memory_core.read.directives).
+    directive_composer: Skill[DirectiveBlockInput, DirectiveBlockOutput] | None = None
     bookkeeper: RetrievalBookkeeper | None = None
     side_reads: SideReads | None = None
     # How many of this process's retrievals read the database at once (memory_core.read.read_slots).
@@ -45,6 +51,15 @@ class ReadContext:
     # The reranker's LLM usage, written behind the requests (memory_core.usage).
     usage: DeferredUsage | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    _configs: ConfigResolver | None = field(default=None, repr=False)
+
+    @property
+    def configs(self) -> ConfigResolver:
+        """Agents' and requests' effective configs on top of ``base_config``, memoised (made once)."""
+        configs = self._configs
+        if configs is None or configs.base is not self.base_config:
+            configs = self._configs = ConfigResolver(self.base_config)
+        return configs
 
     def __post_init__(self) -> None:
         if self.bookkeeper is None:
@@ -94,13 +109,19 @@ def build_read_context(
     """
     provider: LLMProvider | None = build_llm_provider(settings) if llm is _FROM_SETTINGS else llm
     skill = reranker if reranker is not None else (LLMRerankSkill(provider) if provider is not None else None)
+    composer: Skill[DirectiveBlockInput, DirectiveBlockOutput] = (
+        FallbackSkill(DirectiveBlockSkill(provider), OfflineDirectiveBlockSkill())
+        if provider is not None
+        else OfflineDirectiveBlockSkill()
+    )
     bound = engine if engine is not None else create_db_engine(settings, pool_size=pool_size)
     return ReadContext(
         settings=settings,
         engine=bound,
         sessions=create_session_factory(bound),
         embedder=embedder or build_embedding_provider(settings),
-        base_config=MemoryConfig(embedding_dimensions=settings.dimensions),
+        base_config=settings.memory,
         llm=provider,
         reranker=skill,
+        directive_composer=composer,
     )

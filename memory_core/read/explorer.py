@@ -27,6 +27,8 @@ from typing import Any, Generic, Literal, TypeVar
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from memory_core.shadow import SHADOW_LIKE
+
 __all__ = [
     "COUNT_CAP",
     "AgentSummary",
@@ -226,6 +228,7 @@ WITH RECURSIVE agents(agent_id, probes) AS (
 )
 SELECT agent_id FROM agents
 WHERE agent_id IS NOT NULL AND (CAST(:prefix AS text) IS NULL OR starts_with(agent_id, :prefix))
+  AND agent_id NOT LIKE :shadows
 LIMIT :limit
 """
 
@@ -277,7 +280,8 @@ def list_agents(
         if prefix and start < prefix:
             # The scan starts just before the prefix: every id at or past it sorts after this.
             start = prefix[:-1] if len(prefix) > 1 else ""
-        params.update({"after": start, "prefix": prefix, "max_probes": _MAX_AGENT_PROBES})
+        # A re-process's hidden shadow agent (memory_core.shadow) is never listed.
+        params.update({"after": start, "prefix": prefix, "max_probes": _MAX_AGENT_PROBES, "shadows": SHADOW_LIKE})
         ids = [str(agent_id) for agent_id in session.execute(text(_AGENT_SCAN_SQL), params).scalars()]
         if after:
             ids = [agent_id for agent_id in ids if agent_id > after]

@@ -18,6 +18,7 @@ facts carry the evidence as the messages do.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -26,7 +27,7 @@ from memory_core.config import MemoryConfig
 from memory_core.db.driver_reads import fetch_all
 from memory_core.read.entities import TimeWindow, window_params
 from memory_core.read.rank import Candidate
-from memory_core.read.signals import ELIGIBLE_CTE, FACT_COLUMNS, base_candidate, fact_filter_sql
+from memory_core.read.signals import ELIGIBLE_CTE, FACT_COLUMNS, base_candidate, confidence_params, fact_filter_sql
 
 __all__ = ["facts_said_in", "set_message_signal"]
 
@@ -58,6 +59,7 @@ def facts_said_in(
     known_fact_ids: Iterable[str],
     config: MemoryConfig,
     *,
+    now: datetime,
     window: TimeWindow | None,
     session_id: str | None,
     filter_keys: Iterable[str] | None,
@@ -70,7 +72,7 @@ def facts_said_in(
         "agent": agent_id,
         "event_ids": event_ids,
         "known": list(known_fact_ids),
-        "min_confidence": config.min_confidence,
+        **confidence_params(config, now),
         **window_params(window),
     }
     if session_id is not None:

@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy.orm import Session
 
-from memory_core.config import MemoryConfig, apply_overrides
+from memory_core.config import ConfigOverrideError, MemoryConfig
 from memory_core.errors import RetrievalError
 from memory_core.providers.protocols import TokenUsage
 from memory_core.read.agent_index import agent_indexes
@@ -44,9 +44,11 @@ from memory_core.read.compress import (
     ContextFact,
     compress_broad_context,
     compress_context,
+    fresh_first,
 )
 from memory_core.read.context import ReadContext
 from memory_core.read.conversations import fact_support, relevant_conversations
+from memory_core.read.directives import directive_block
 from memory_core.read.entities import (
     ExpandedQuery,
     QueryContext,
@@ -60,9 +62,9 @@ from memory_core.read.message_signal import facts_said_in, set_message_signal
 from memory_core.read.planner import RetrievalPlan, finalize_plan, plan_retrieval
 from memory_core.read.rank import Candidate, RankedFact, merge_candidates, rank_candidates, sort_ranked
 from memory_core.read.rank import select_final as select_final_facts
-from memory_core.read.read_transaction import begin_read, plan_generically
+from memory_core.read.read_transaction import begin_read, begin_read_for_agent, plan_generically
 from memory_core.read.rerank import RerankOutcome, UsageReport, rerank
-from memory_core.read.schemas import RetrievedEvent, RetrieveResult, ScoredFact
+from memory_core.read.schemas import DirectiveBlock, RetrievedEvent, RetrieveResult, ScoredFact
 from memory_core.read.side_reads import SideSubmit
 from memory_core.read.signals import (
     EXACT_SCAN_MAX_FACTS,
@@ -142,6 +144,8 @@ class _Run:
     now: datetime
     verbose: bool
     warnings: list[str] = field(default_factory=list)
+    # The request's config_overrides, applied again on top of the agent's stored config once read.
+    overrides: Mapping[str, Any] | None = None
     trace: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     degraded: list[str] = field(default_factory=list)
@@ -150,6 +154,25 @@ class _Run:
         elapsed = (time.perf_counter() - started) * 1000.0
         self.timings[stage] = round(self.timings.get(stage, 0.0) + elapsed, 3)
         return elapsed
+
+    def use_agent_config(self, stored: Mapping[str, Any] | None) -> None:
+        """Run on the agent's config (``stored`` overrides on the service's), with the request's overrides on top.
+
+        Raises :class:`~memory_core.config.ConfigOverrideError` when the request's overrides do
+        not fit the agent's config.
+        """
+        if not stored:
+            return
+        config = self.ctx.configs.resolve(stored, self.overrides).config
+        if config is self.config:
+            return
+        if (config.signal_max_facts, config.keyword_min_word_chars, config.keyword_max_terms) != (
+            self.config.signal_max_facts,
+            self.config.keyword_min_word_chars,
+            self.config.keyword_max_terms,
+        ):
+            self.plan = _plan(self.query, config)
+        self.config = config
 
     def degrade(self, stage: str, error: BaseException, consequence: str) -> None:
         logger.warning("retrieval stage %s failed for agent %s: %s", stage, self.agent_id, error, exc_info=True)
@@ -279,8 +302,18 @@ def _keyword_idf(
     )
 
 
+def _plan(query: str, config: MemoryConfig) -> RetrievalPlan:
+    return plan_retrieval(
+        query,
+        max_facts=config.signal_max_facts,
+        keyword_min_chars=config.keyword_min_word_chars,
+        keyword_max_terms=config.keyword_max_terms,
+    )
+
+
 def _read(run: _Run, session: Session, vector: list[float] | None) -> _ReadOutcome:
-    begin_read(session)
+    # The agent's config comes in the round trip that opens the transaction.
+    run.use_agent_config(begin_read_for_agent(session, run.agent_id))
     started = time.perf_counter()
     # An agent with a vector index of its own is searched through it whatever its size: its
     # facts need not be counted (a bounded scan of up to 20,000 index entries otherwise).
@@ -482,6 +515,7 @@ def _with_message_signal(
             outcome.message_relevance,
             (candidate.fact_id for candidate in candidates),
             run.config,
+            now=run.now,
             window=run.window,
             session_id=run.session_id,
             filter_keys=filter_keys,
@@ -607,15 +641,20 @@ def _scored(fact: RankedFact) -> ScoredFact:
 def _compress(
     run: _Run, facts: list[RankedFact], events: list[RetrievedEvent], extras: ContextExtras
 ) -> CompressedContext:
-    context_facts = [
-        ContextFact(
-            text=fact.candidate.fact_text,
-            score=fact.score,
-            cluster_id=fact.candidate.cluster_id,
-            source_event_id=fact.candidate.source_event_id,
-        )
-        for fact in facts
-    ]
+    context_facts = fresh_first(
+        [
+            ContextFact(
+                text=fact.candidate.fact_text,
+                score=fact.score,
+                cluster_id=fact.candidate.cluster_id,
+                source_event_id=fact.candidate.source_event_id,
+                valid_from=fact.candidate.valid_from,
+            )
+            for fact in facts
+        ],
+        run.now,
+        run.config.context_stale_threshold_days,
+    )
     context_events = [
         ContextEvent(
             text=event.text,
@@ -709,6 +748,25 @@ def _usage_reporter(ctx: ReadContext, agent_id: str) -> UsageReport | None:
     return report
 
 
+def _directive_block(run: _Run, persona: str) -> DirectiveBlock:
+    """The directive block of the run's agent; fail-safe (seeds): an empty block when it cannot be had."""
+    block_started = time.perf_counter()
+    try:
+        return directive_block(
+            run.ctx.sessions,
+            run.agent_id,
+            run.config,
+            composer=run.ctx.directive_composer,
+            persona=persona,
+            report_usage=_usage_reporter(run.ctx, run.agent_id),
+        )
+    except Exception as error:  # fail-safe: the retrieval answers without its directives
+        run.degrade("directives", error, "the directive block is empty")
+        return DirectiveBlock()
+    finally:
+        run.timed("directives", block_started)
+
+
 def retrieve(
     ctx: ReadContext,
     *,
@@ -719,6 +777,8 @@ def retrieve(
     as_of: AsOf | None = None,
     config_overrides: Mapping[str, Any] | None = None,
     verbose: bool = False,
+    include_directives: bool = False,
+    persona: str = "",
 ) -> RetrieveResult:
     """What memory knows that is relevant to ``query``, for ``agent_id`` only.
 
@@ -728,20 +788,19 @@ def retrieve(
     (``valid_from <= t < valid_to``), a ``(start, end)`` pair those valid at any time in it.
     ``config_overrides`` change the config for this call (unknown keys are ignored with a
     warning; bad values raise :class:`~memory_core.config.ConfigOverrideError`).
+    ``include_directives`` adds the agent's directive block (procedural memory, merged with
+    ``persona``) as ``directives`` and at the top of ``context``, within ``directive_max_tokens``.
     """
     started = time.perf_counter()
     _validate(agent_id, query, entity_keys, session_id)
     window = to_window(as_of)
-    resolution = apply_overrides(ctx.base_config, config_overrides)
+    # Checked here against the service config (a bad override fails before any work); applied
+    # again on the agent's config once the read transaction has read it.
+    resolution = ctx.configs.resolve(None, config_overrides)
     config = resolution.config
 
     plan_started = time.perf_counter()
-    plan = plan_retrieval(
-        query,
-        max_facts=config.signal_max_facts,
-        keyword_min_chars=config.keyword_min_word_chars,
-        keyword_max_terms=config.keyword_max_terms,
-    )
+    plan = _plan(query, config)
     now = datetime.now(UTC)
     run = _Run(
         ctx=ctx,
@@ -755,18 +814,27 @@ def retrieve(
         now=min(now, window.end) if window is not None else now,
         verbose=verbose,
         warnings=list(resolution.warnings),
+        overrides=config_overrides,
     )
     run.timed("plan", plan_started)
 
     def result(**fields: Any) -> RetrieveResult:
+        if include_directives:
+            block = _directive_block(run, persona)
+            fields["directives"] = block
+            if block.text:
+                rest = fields.get("context") or ""
+                fields["context"] = f"{block.text}\n\n{rest}" if rest else block.text
         return RetrieveResult(
-            config_effective=config.effective(),
+            config_effective=run.config.effective(),
             warnings=run.warnings,
             duration_ms=round((time.perf_counter() - started) * 1000.0, 3),
             **fields,
         )
 
     if plan.strategy == "skip":
+        # A greeting reads nothing, the agent's stored config included: its config_effective is
+        # the service's with the request's overrides.
         skipped = {"plan": plan.summary(), "timings_ms": dict(run.timings), "degraded": []}
         return result(trace=skipped if verbose else None)
 
@@ -786,6 +854,8 @@ def retrieve(
             # when the session closes) makes psycopg discard the connection's prepared
             # statements and its execution counts, so no read statement was ever prepared.
             session.commit()
+    except ConfigOverrideError:  # the request's overrides do not fit the agent's config: the caller's 422
+        raise
     except Exception as error:  # fail-safe: the seeds return an empty result rather than crash
         run.degrade("retrieval", error, "no facts could be retrieved")
         outcome = _ReadOutcome(query_context=outcome.query_context)
@@ -793,13 +863,13 @@ def retrieve(
 
     rerank_started = time.perf_counter()
     try:
-        reranked = rerank(query, outcome.ranked, ctx.reranker, config, report_usage=_usage_reporter(ctx, agent_id))
+        reranked = rerank(query, outcome.ranked, ctx.reranker, run.config, report_usage=_usage_reporter(ctx, agent_id))
     except Exception as error:  # fail-safe: keep the formula ranking
         run.degrade("rerank", error, "the formula ranking was kept")
         reranked = RerankOutcome(facts=outcome.ranked, applied=False, reason="error")
     run.timed("rerank", rerank_started)
 
-    final = select_final_facts(reranked.facts, config)
+    final = select_final_facts(reranked.facts, run.config)
 
     compress_started = time.perf_counter()
     try:

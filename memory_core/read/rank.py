@@ -7,8 +7,12 @@ Formulas (seeds/000 and seeds/003 "Merge & Rank", seeds/004 "compute_pattern_sig
   measured from the fact's ``valid_from`` (when it was said: the event's ``occurred_at``) rather
   than the seeds' ``created_at``, because this service imports history: a message from 2019
   imported today must not look fresh.
-* ``effective_confidence = max(0.10, confidence x 0.95 ** weeks)`` since the fact was stated or
-  last confirmed, never above the stored confidence. Shown in ``scores``, not in the formula.
+* ``effective_confidence = max(0.10, confidence x 0.95 ** weeks)`` since the fact was stored
+  (``created_at``) or last confirmed, never above the stored confidence. Shown in ``scores``, not
+  in the formula; ``min_confidence`` filters on it (R6: the signals' SQL,
+  memory_core.read.signals.DECAYED_CONFIDENCE_SQL, and :func:`rank_candidates` for what a
+  signal could not check). Measured from when this memory learnt the fact rather than when it
+  was said: imported history is as trustworthy on import day as a fresh message.
 * ``formula = w_sem x relevance + w_rec x recency + w_imp x importance + pattern`` (capped at 1).
   With only the semantic signal, ``relevance`` is the cosine similarity and this is exactly the
   seeds' ``0.70 semantic + 0.20 recency + 0.10 importance``. The keyword and graph signals are not
@@ -255,6 +259,9 @@ class Candidate:
     graph: float = 0.0
     # Relevance of the message the fact was said in, when relevant conversations scored it.
     message: float = 0.0
+    # When its confidence started decaying: stored (created_at) or last confirmed, the later;
+    # None = from valid_from or the last confirmation (candidates built without the column).
+    confidence_since: datetime | None = None
     sources: set[str] = field(default_factory=set)
 
     def absorb(self, other: Candidate) -> None:
@@ -352,8 +359,12 @@ class _Scorer:
         recency = float(0.5 ** (age / self.half_life))
         confirmed_at = candidate.last_confirmed_at
         confirmed_age = self._age_days(confirmed_at) if confirmed_at is not None else 0.0
-        # Confidence decays from the latest confirmation, or from the fact's start.
-        since_age = confirmed_age if confirmed_at is not None and confirmed_age < age else age
+        # Confidence decays from when the fact was stored or last confirmed (the later one).
+        since = candidate.confidence_since
+        if since is not None:
+            since_age = self._age_days(since)
+        else:
+            since_age = confirmed_age if confirmed_at is not None and confirmed_age < age else age
         base_confidence = candidate.confidence
         decayed = float(base_confidence * self.decay_per_week ** (since_age / 7.0))
         low = base_confidence if base_confidence < self.floor else self.floor
@@ -406,9 +417,14 @@ def _unit(value: float) -> float:
 
 
 def rank_candidates(candidates: Iterable[Candidate], config: MemoryConfig, now: datetime) -> list[RankedFact]:
-    """Score every candidate and sort best first (ties: newer, then fact id, so the order is stable)."""
+    """Score every candidate and sort best first (ties: newer, then fact id, so the order is stable).
+
+    Candidates whose decayed confidence is below ``min_confidence`` are dropped (R6): the facts a
+    signal read through entity links were filtered on their stored confidence only.
+    """
     score = _Scorer(config, now).score
-    ranked = [score(candidate) for candidate in candidates]
+    floor = config.min_confidence
+    ranked = [fact for fact in map(score, candidates) if fact.scores["confidence"] >= floor]
     ranked.sort(key=_order_key)
     return ranked
 

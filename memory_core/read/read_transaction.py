@@ -11,12 +11,21 @@ client what the round trip saved.
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any
 
 from sqlalchemy.orm import Session
 
-from memory_core.db.driver_reads import run
+from memory_core.agent_config import AGENT_CONFIG_SQL
+from memory_core.db.driver_reads import AGENT_LITERAL, run, run_then_fetch_scalar
 
-__all__ = ["READ_STATEMENT_TIMEOUT_MS", "READ_WORK_MEM", "begin_read", "plan_generically", "set_ef_search"]
+__all__ = [
+    "READ_STATEMENT_TIMEOUT_MS",
+    "READ_WORK_MEM",
+    "begin_read",
+    "begin_read_for_agent",
+    "plan_generically",
+    "set_ef_search",
+]
 
 # Reads never run longer than this; a runaway query degrades to an empty result instead.
 READ_STATEMENT_TIMEOUT_MS = 15_000
@@ -71,6 +80,22 @@ def begin_read(session: Session, *, ef_search: int | None = None, generic_plans:
     :func:`plan_generically` does, for a transaction whose every statement may keep one generic plan.
     """
     run(session, _begin_statement(ef_search, generic_plans))
+
+
+# The agent's stored config, read in the message that opens the read transaction: no round trip more.
+_AGENT_CONFIG_READ = AGENT_CONFIG_SQL.replace(":agent", AGENT_LITERAL)
+
+
+def begin_read_for_agent(session: Session, agent_id: str) -> dict[str, Any] | None:
+    """:func:`begin_read`, also reading ``agent_id``'s stored config overrides in the same round trip.
+
+    Retrieval needs the agent's config before it reads anything else; asked apart, the primary-key
+    lookup would cost a round trip more on every retrieve.
+    """
+    value = run_then_fetch_scalar(
+        session, f"{_begin_statement(None, False)}; {_AGENT_CONFIG_READ}", inline_agent=agent_id
+    )
+    return dict(value) if isinstance(value, dict) and value else None
 
 
 def plan_generically(session: Session) -> None:

@@ -12,6 +12,30 @@ class _Out(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
+class DirectiveOut(_Out):
+    """One directive as the API shows it."""
+
+    directive_id: str
+    text: str
+    confidence: float = Field(description="base confidence, as taught")
+    effective_confidence: float = Field(description="confidence x0.95 per week since last taught, floor 0.10")
+    times_reinforced: int
+    is_active: bool
+    learned_at: datetime
+    last_reinforced_at: datetime
+    source_event_id: str | None = None
+    superseded_by_id: str | None = None
+    supersession_reason: str | None = None
+
+
+class DirectiveBlock(_Out):
+    """The seeds' DirectiveBlock: the merged instruction text, how many directives it uses, whether cached."""
+
+    text: str = ""
+    directive_count: int = 0
+    cache_hit: bool = False
+
+
 class ScoredFact(_Out):
     """A retrieved fact with its final score and the breakdown of every signal."""
 
@@ -53,6 +77,8 @@ class RetrieveResult(_Out):
     facts: list[ScoredFact] = Field(default_factory=list)
     events: list[RetrievedEvent] = Field(default_factory=list)
     context: str = ""
+    # Procedural memory (include_directives): the directive block, also at the top of ``context``.
+    directives: DirectiveBlock | None = None
     total_candidates: int = 0
     duration_ms: float = 0.0
     config_effective: dict[str, Any] = Field(default_factory=dict)

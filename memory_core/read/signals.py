@@ -61,6 +61,7 @@ from memory_core.settings import DEFAULT_RETRIEVAL_EF_SEARCH
 
 __all__ = [
     "AGENT_COUNT_TTL_SEC",
+    "DECAYED_CONFIDENCE_SQL",
     "ELIGIBLE_CTE",
     "EXACT_SCAN_MAX_FACTS",
     "FACT_COLUMNS",
@@ -68,6 +69,7 @@ __all__ = [
     "SignalRequest",
     "SignalResult",
     "base_candidate",
+    "confidence_params",
     "fact_filter_sql",
     "link_filter_sql",
     "run_signals",
@@ -438,7 +440,8 @@ FACT_COLUMNS = """CAST(f.id AS text), f.entity_key, f.entity_name, f.attribute_k
        f.speaker, f.confidence, f.importance, f.valid_from, f.valid_to, f.reinforcement_count,
        f.last_confirmed_at, CAST(f.cluster_id AS text), CAST(f.source_event_id AS text), ev.message_id,
        (SELECT me.importance_score FROM memory_entities me
-        WHERE me.agent_id = f.agent_id AND me.canonical_key = f.entity_key) AS entity_importance"""
+        WHERE me.agent_id = f.agent_id AND me.canonical_key = f.entity_key) AS entity_importance,
+       GREATEST(f.created_at, f.last_confirmed_at) AS confidence_since"""
 
 _FINAL_SELECT = """
 SELECT {fact_columns},
@@ -454,13 +457,43 @@ LEFT JOIN memory_events ev ON ev.id = f.source_event_id
 """
 
 
+# R6: ``min_confidence`` filters on the decayed confidence (seeds: "confidence after temporal decay
+# ... is used as a filter"), the ``effective_confidence`` of memory_core.read.rank:
+# ``max(min(confidence, floor), confidence x decay ** weeks)`` since the fact was stored or last
+# confirmed. With the stored confidence at or above the threshold (checked beside it, and
+# index-friendly), it passes when the floor alone does or the decayed value does; the decay is
+# one power() per fact the other conditions kept. Measured from ``created_at`` (when this memory
+# learnt it), not from when it was said: imported history would otherwise be filtered out whole.
+DECAYED_CONFIDENCE_SQL = (
+    "(CAST(:confidence_floor AS float8) >= :min_confidence OR f.confidence * power(CAST(:confidence_decay AS float8), "
+    "GREATEST(0.0, date_part('epoch', CAST(:confidence_now AS timestamptz) - GREATEST(f.created_at, "
+    "f.last_confirmed_at)) / 604800.0)) >= :min_confidence)"
+)
+
+
+def confidence_params(config: MemoryConfig, now: datetime) -> dict[str, Any]:
+    """The parameters :data:`DECAYED_CONFIDENCE_SQL` (so :func:`fact_filter_sql`) binds, as of ``now``."""
+    return {
+        "min_confidence": config.min_confidence,
+        "confidence_floor": config.confidence_floor,
+        "confidence_decay": config.confidence_decay_per_week,
+        "confidence_now": now,
+    }
+
+
 def fact_filter_sql(window: TimeWindow | None, *, session_filter: bool, entity_filter: bool) -> str:
     """The condition every fact signal applies to ``memory_facts f``.
 
-    Binds ``:agent``, ``:min_confidence``, the window parameters, ``:session_id`` when
-    ``session_filter`` and needs the ``eligible`` CTE (:data:`ELIGIBLE_CTE`) when ``entity_filter``.
+    Binds ``:agent``, the confidence parameters (:func:`confidence_params`), the window parameters,
+    ``:session_id`` when ``session_filter`` and needs the ``eligible`` CTE (:data:`ELIGIBLE_CTE`)
+    when ``entity_filter``.
     """
-    parts = ["f.agent_id = :agent", fact_validity_sql("f", window), "f.confidence >= :min_confidence"]
+    parts = [
+        "f.agent_id = :agent",
+        fact_validity_sql("f", window),
+        "f.confidence >= :min_confidence",
+        DECAYED_CONFIDENCE_SQL,
+    ]
     if session_filter:
         parts.append(
             "EXISTS (SELECT 1 FROM memory_events se WHERE se.id = f.source_event_id "
@@ -475,6 +508,10 @@ def link_filter_sql(window: TimeWindow | None, *, entity_filter: bool) -> str:
     """:func:`fact_filter_sql` on a link's copy of its fact's columns (``memory_fact_entity_links l``).
 
     Without the session condition: narrowed to a session, read the facts (their source event decides).
+    The links carry their fact's stored confidence, not when it was stored or last confirmed: this
+    keeps the facts whose stored confidence passes ``min_confidence`` (a necessary condition of
+    the decayed one), and ranking drops those whose decayed confidence does not
+    (:func:`memory_core.read.rank.rank_candidates`).
     """
     parts = [fact_validity_sql("l", window, prefix="fact_"), "l.fact_confidence >= :min_confidence"]
     if entity_filter:
@@ -555,8 +592,9 @@ def _exact_scan_ctes(
     indexes = range(len(request.term_queries))
     for index, query in zip(indexes, request.term_queries, strict=True):
         params[f"term_query_{index}"] = query
-    counted_columns = ",\n           f.confidence >= :min_confidence AS usable, " + ", ".join(
-        _TERM_HIT_COLUMN.format(index=index) for index in indexes
+    counted_columns = (
+        f",\n           (f.confidence >= :min_confidence AND {DECAYED_CONFIDENCE_SQL}) AS usable, "
+        + ", ".join(_TERM_HIT_COLUMN.format(index=index) for index in indexes)
     )
     columns["term_counts"] = "(SELECT counts FROM term_counts)"
     scan = _EXACT_SCAN_CTE.format(
@@ -575,7 +613,7 @@ def _statement(request: SignalRequest, strategy: VectorStrategy | None) -> tuple
     sem_limit = max(config.signal_max_facts, config.reranker_candidate_multiplier * config.topk_facts)
     params: dict[str, Any] = {
         "agent": request.agent_id,
-        "min_confidence": config.min_confidence,
+        **confidence_params(config, request.now),
         **window_params(request.window),
     }
     if request.session_id is not None:
@@ -688,7 +726,7 @@ def _statement(request: SignalRequest, strategy: VectorStrategy | None) -> tuple
 
 
 # base_candidate() reads a row's first columns by position, in this order (FACT_COLUMNS's).
-_FACT_COLUMN_COUNT = 16
+_FACT_COLUMN_COUNT = 17
 
 
 def base_candidate(row: Any) -> Candidate:
@@ -714,6 +752,7 @@ def base_candidate(row: Any) -> Candidate:
         source_event_id,
         message_id,
         entity_importance,
+        confidence_since,
     ) = row[:_FACT_COLUMN_COUNT]
     return Candidate(
         fact_id=str(fact_id),
@@ -732,6 +771,7 @@ def base_candidate(row: Any) -> Candidate:
         cluster_id=str(cluster_id) if cluster_id is not None else None,
         source_event_id=str(source_event_id) if source_event_id is not None else None,
         message_id=message_id,
+        confidence_since=confidence_since,
     )
 
 

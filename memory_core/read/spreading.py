@@ -45,6 +45,7 @@ from memory_core.read.signals import (
     ELIGIBLE_CTE,
     FACT_COLUMNS,
     base_candidate,
+    confidence_params,
     fact_filter_sql,
     link_filter_sql,
 )
@@ -267,7 +268,7 @@ def spread_activation(
         "agent": agent_id,
         "seed_ids": [fact_id for fact_id, _ in seeds],
         "seed_scores": [float(score) for _, score in seeds],
-        "min_confidence": config.min_confidence,
+        **confidence_params(config, now),
         "max_related": config.spreading_max_related_entities,
         "min_edge_strength": config.graph_min_edge_strength,
         # Read from each entity's ranked links: twice what is kept, for the facts' dynamic

@@ -11,8 +11,9 @@ from psycopg.types.json import set_json_loads
 from sqlalchemy import Engine, event
 from sqlalchemy.orm import Session, sessionmaker
 
+from memory_core.agent_config import ConfigResolver
 from memory_core.cognition.write_skills import WriteSkills
-from memory_core.config import MemoryConfig, apply_overrides
+from memory_core.config import MemoryConfig
 from memory_core.db.engine import create_db_engine, create_session_factory
 from memory_core.providers.factory import build_embedding_provider, build_llm_provider
 from memory_core.providers.hashing_embedder import HashingEmbedder
@@ -32,6 +33,15 @@ class WriteContext:
     base_config: MemoryConfig
     extra: dict[str, Any] = field(default_factory=dict)
     _autocommit: Engine | None = field(default=None, repr=False)
+    _configs: ConfigResolver | None = field(default=None, repr=False)
+
+    @property
+    def configs(self) -> ConfigResolver:
+        """Agents' and runs' effective configs on top of ``base_config``, memoised (made once)."""
+        configs = self._configs
+        if configs is None or configs.base is not self.base_config:
+            configs = self._configs = ConfigResolver(self.base_config)
+        return configs
 
     @property
     def autocommit_engine(self) -> Engine:
@@ -63,10 +73,16 @@ class WriteContext:
         """What a stage passes as ``release`` to ``call_skill``: ``session``, unless the skills run in process."""
         return None if self.skills_in_process else session
 
-    def config_for(self, options: dict[str, Any]) -> MemoryConfig:
-        """The effective configuration of a run (its overrides were validated when it was accepted)."""
+    def config_for(self, options: dict[str, Any], agent_config: dict[str, Any] | None = None) -> MemoryConfig:
+        """The effective configuration of a run: the service's, its agent's stored overrides, its own.
+
+        Its own overrides were validated when it was accepted; ``agent_config`` is what
+        ``agent_configs`` holds for its agent (read with the run, see ``load_runs``).
+        """
         overrides = options.get("config_overrides") or {}
-        return apply_overrides(self.base_config, overrides).config if overrides else self.base_config
+        if not overrides and not agent_config:
+            return self.base_config
+        return self.configs.effective(agent_config, overrides)
 
     def close(self) -> None:
         """Release the database pool."""
@@ -122,5 +138,5 @@ def build_write_context(
         sessions=create_session_factory(engine),
         embedder=embedder or build_embedding_provider(settings),
         skills=skills or build_write_skills(settings),
-        base_config=MemoryConfig(embedding_dimensions=settings.dimensions),
+        base_config=settings.memory,
     )

@@ -15,6 +15,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from memory_core.cognition.directive_models import ExtractedDirective
 from memory_core.cognition.models import (
     EmotionInput,
     EmotionOutput,
@@ -27,6 +28,7 @@ from memory_core.config import MemoryConfig
 from memory_core.write import repository
 from memory_core.write.attribute_keys import is_single_valued
 from memory_core.write.context import WriteContext
+from memory_core.write.directives import detect_offline, plan_directives
 from memory_core.write.naming import fold
 from memory_core.write.normalize import group_aliases, prepare_facts
 from memory_core.write.schemas import ExtractStageOutput, TokenCount, TraceStep
@@ -156,6 +158,7 @@ def _merge(outputs: list[ExtractionOutput]) -> ExtractionOutput:
         merged.updated_profiles.update(output.updated_profiles)
         merged.relation_retry_triggered |= output.relation_retry_triggered
         merged.emotion = merged.emotion or output.emotion
+        merged.directives.extend(output.directives)
     return merged
 
 
@@ -185,6 +188,10 @@ class PreparedExtraction:
     input_type: str
     strategy: str
     inputs: list[ExtractionInput]
+    agent_id: str = ""
+    message: str = ""
+    # Offline: the directives the rule twin found (an LLM answers them in the extraction call).
+    directives: list[ExtractedDirective] | None = None
 
     @property
     def batchable(self) -> bool:
@@ -201,10 +208,14 @@ def prepare_extraction(
     speaker: str,
     occurred_at: datetime,
     options: dict[str, Any],
+    agent_config: dict[str, Any] | None = None,
     known_aliases: repository.KnownAliases | None = None,
 ) -> PreparedExtraction:
-    """Embedding, emotion (offline), pre-retrieval and the skill inputs of one message."""
-    config = ctx.config_for(options)
+    """Embedding, emotion (offline), pre-retrieval and the skill inputs of one message.
+
+    ``agent_config``: the agent's stored config overrides (the run's ``agent_config``).
+    """
+    config = ctx.config_for(options, agent_config)
     trace: list[TraceStep] = []
     tokens = TokenCount()
     cacheable = ctx.skills.kind == "llm"
@@ -227,6 +238,10 @@ def prepare_extraction(
             )
         )
 
+    directives: list[ExtractedDirective] | None = None
+    if not cacheable:
+        directives = detect_offline(ctx, message, speaker)
+
     started = time.perf_counter()
     informed = config.enable_informed_extraction
     known = (
@@ -242,8 +257,13 @@ def prepare_extraction(
         )
     )
 
-    classification = classify_input(message)
-    strategy = select_strategy(classification)
+    classification = classify_input(
+        message,
+        short_max_chars=config.input_short_max_chars,
+        long_min_chars=config.input_long_min_chars,
+        chars_per_token=config.chars_per_token,
+    )
+    strategy = select_strategy(classification, chars_per_token=config.chars_per_token)
     chunks = split_into_chunks(message, strategy) if strategy.mode.value == "chunked" else [message]
     inputs = [
         ExtractionInput(
@@ -255,6 +275,9 @@ def prepare_extraction(
             known_entities=known,
             chunk_hint=strategy.chunk_context_hint if len(chunks) > 1 else None,
             max_facts=config.max_facts_per_event,
+            # The service's ARANDU_LLM_TIMEOUT_S stays the ceiling of every call.
+            timeout_s=min(config.extraction_timeout_sec, ctx.settings.llm_timeout_s),
+            relation_retry_min_entities=config.relation_retry_min_entities,
         )
         for chunk in chunks
     ]
@@ -270,6 +293,9 @@ def prepare_extraction(
         input_type=classification.input_type.value,
         strategy=strategy.mode.value,
         inputs=inputs,
+        agent_id=agent_id,
+        message=message,
+        directives=directives,
     )
 
 
@@ -287,6 +313,7 @@ def compute_extraction(
     speaker: str,
     occurred_at: datetime,
     options: dict[str, Any],
+    agent_config: dict[str, Any] | None = None,
     cache: SkillCache | None = None,
     known_aliases: repository.KnownAliases | None = None,
 ) -> ExtractionResult:
@@ -302,6 +329,7 @@ def compute_extraction(
         speaker=speaker,
         occurred_at=occurred_at,
         options=options,
+        agent_config=agent_config,
         known_aliases=known_aliases,
     )
     return finish_extraction(ctx, session, prepared, cache=cache)
@@ -376,6 +404,24 @@ def finish_extraction(
     if not ctx.embedder_in_process:
         session.close()  # the embedder may be remote: give the connection back meanwhile
     facts = prepare_facts(extraction, config, ctx.embedder.embed)
+    started_directives = time.perf_counter()
+    detected = prepared.directives if prepared.directives is not None else merged.directives
+    if not detected and used_fallback and prepared.directives is None:
+        # The model's extraction failed: the rules stand in for its directives.
+        detected = detect_offline(ctx, prepared.message, speaker)
+    planning = plan_directives(ctx, session, agent_id=prepared.agent_id, detected=detected, config=config, cache=cache)
+    tokens = tokens.plus(planning.tokens)
+    if detected:
+        trace.append(
+            TraceStep(
+                name="directives",
+                duration_ms=(time.perf_counter() - started_directives) * 1000,
+                data={
+                    "plans": [{"text": p.text, "action": p.action, "target_id": p.target_id} for p in planning.plans],
+                    "errors": planning.errors,
+                },
+            )
+        )
     trace.append(
         TraceStep(
             name="extraction",
@@ -405,6 +451,7 @@ def finish_extraction(
         used_fallback=used_fallback,
         error="; ".join(errors) or None,
         emotion=emotion.model_dump() if emotion else None,
+        directives=planning.plans,
         tokens=tokens,
         trace=trace,
         batch=batch_info,

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from memory_core.agent_config import load_agent_overrides
 from memory_core.db.vectors import vector_array
 from memory_core.write.batching import BatchMember, extract_in_batches
 from memory_core.write.context import WriteContext
@@ -181,6 +182,7 @@ def _compute_extract(
         speaker=run.speaker,
         occurred_at=run.occurred_at,
         options=run.options,
+        agent_config=run.agent_config,
         cache=cache,
         known_aliases=known_aliases,
     )
@@ -212,7 +214,7 @@ def _compute_resolve(ctx: WriteContext, session: Session, run: RunView) -> _Comp
         speaker=run.speaker,
         message=run.text,
         entities=extract.extraction.entities,
-        config=ctx.config_for(run.options),
+        config=ctx.config_for(run.options, run.agent_config),
         cache=cache,
     )
     return _Computed(_stage_completion(run, output, started))
@@ -307,7 +309,7 @@ def _compute_reconcile(
         entities=item.resolution.entities,
         speaker_key=item.speaker_key,
         occurred_at_iso=run.occurred_at.isoformat(),
-        config=ctx.config_for(run.options),
+        config=ctx.config_for(run.options, run.agent_config),
         cache=cache,
         candidates=item.candidates,
         batch_tokens=batch_tokens,
@@ -360,7 +362,7 @@ def _reconcile_batched(
                 entities=item.resolution.entities,
                 speaker_key=item.speaker_key,
                 occurred_at_iso=run.occurred_at.isoformat(),
-                config=ctx.config_for(run.options),
+                config=ctx.config_for(run.options, run.agent_config),
                 candidates=item.candidates,
                 shown=shown_fact_ids(item.extract.known_entities),
             )
@@ -430,6 +432,7 @@ def _extract_batched(
             speaker=run.speaker,
             occurred_at=run.occurred_at,
             options=run.options,
+            agent_config=run.agent_config,
             known_aliases=known,
         )
 
@@ -487,7 +490,7 @@ def _compute_all(
         known = chunk_known_aliases(
             session,
             [(run.agent_id, run.text) for run in ready],
-            [ctx.config_for(run.options) for run in ready],
+            [ctx.config_for(run.options, run.agent_config) for run in ready],
             [run.speaker for run in ready],
         )
         if _batching(ctx):
@@ -593,7 +596,7 @@ def _apply_one(
     extract = ExtractStageOutput.model_validate(run.stage_outputs["extract"])
     resolution = ResolveStageOutput.model_validate(run.stage_outputs["resolve"])
     reconciliation = ReconcileStageOutput.model_validate(run.stage_outputs["reconcile"])
-    config = ctx.config_for(run.options)
+    config = ctx.config_for(run.options, run.agent_config)
     outcome = apply_message(
         session,
         run,
@@ -814,6 +817,7 @@ def build_result(
             for e in resolution.entities
         ],
         relationships=outcome.relationships,
+        directives=outcome.directives,
         tokens_used=tokens,
         duration_ms=round(duration_ms, 2),
         success=True,
@@ -842,10 +846,18 @@ def dry_run(
     options = dict(options or {})
     at = occurred_at or datetime.now(UTC)
     speaker_key = speaker_entity(speaker)[0]
-    config = ctx.config_for(options)
     with reading(ctx) as session:
+        agent_config = load_agent_overrides(session, agent_id)
+        config = ctx.config_for(options, agent_config)
         extraction = compute_extraction(
-            ctx, session, agent_id=agent_id, message=message, speaker=speaker, occurred_at=at, options=options
+            ctx,
+            session,
+            agent_id=agent_id,
+            message=message,
+            speaker=speaker,
+            occurred_at=at,
+            options=options,
+            agent_config=agent_config,
         )
         resolution = resolve_entities(
             ctx,
@@ -901,6 +913,7 @@ def dry_run(
             message_id=None,
             occurred_at=at,
             created_at=at,
+            agent_config=agent_config,
         )
         outcome = apply_message(
             session,

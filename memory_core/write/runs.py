@@ -9,12 +9,12 @@ from datetime import datetime
 from typing import Any
 
 import orjson
-from sqlalchemy import delete, func, literal, select, text, update
+from sqlalchemy import bindparam, delete, func, literal, select, text, update
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.orm import Session
 
-from memory_core.db.models import Import, MemoryEvent, PipelineRun, PipelineStageOutput
+from memory_core.db.models import AgentConfig, Import, MemoryEvent, PipelineRun, PipelineStageOutput
 from memory_core.write.schemas import STAGE_INPUT_STATUS, STAGES, TERMINAL_STATUSES
 
 
@@ -38,6 +38,8 @@ class RunView:
     timings: dict[str, Any] = field(default_factory=dict)
     # Arrival order among events (migration 0005); None for events stored before it.
     seq: int | None = None
+    # The agent's stored MemoryConfig overrides (agent_configs), read with the run; None: none.
+    agent_config: dict[str, Any] | None = None
 
     @property
     def arrival_key(self) -> tuple[datetime, int, str]:
@@ -75,8 +77,11 @@ def load_runs(
             MemoryEvent.message_id,
             MemoryEvent.occurred_at,
             MemoryEvent.seq,
+            # The agent's config in the same statement: no round trip more per chunk.
+            AgentConfig.overrides.label("agent_config"),
         )
         .join(MemoryEvent, MemoryEvent.id == PipelineRun.event_id)
+        .outerjoin(AgentConfig, AgentConfig.agent_id == PipelineRun.agent_id)
         .where(PipelineRun.event_id.in_(list(event_ids)))
         .order_by(PipelineRun.event_id)
     )
@@ -109,6 +114,7 @@ def load_runs(
             created_at=row.created_at,
             timings=dict(row.timings or {}),
             seq=row.seq,
+            agent_config=dict(row.agent_config) if row.agent_config else None,
         )
         for row in rows
     }
@@ -125,6 +131,10 @@ class StageCompletion:
     result: dict[str, Any] | None = None
 
 
+_LOCK_RUNS_IN_ORDER = text(
+    "SELECT event_id FROM pipeline_runs WHERE event_id = ANY(CAST(:ids AS uuid[])) ORDER BY event_id FOR NO KEY UPDATE"
+)
+
 _COMPLETE_STAGES = text(
     """
     WITH done AS (
@@ -133,6 +143,7 @@ _COMPLETE_STAGES = text(
     ), advanced AS (
         UPDATE pipeline_runs r SET
             status = CAST(:new_status AS varchar), stage = CAST(:stage AS varchar), error = NULL, updated_at = now(),
+            sweeps = 0,
             timings = COALESCE(r.timings, '{}'::jsonb) || jsonb_build_object(CAST(:stage AS text), done.ms),
             token_usage = CASE WHEN done.tokens IS NULL THEN r.token_usage
                                ELSE COALESCE(r.token_usage, '{}'::jsonb)
@@ -187,6 +198,9 @@ def complete_stages(
     if not completions:
         return set()
     relax_durability(session)
+    # The update would lock the chunk's runs in join order; erasure locks an agent's runs in
+    # event-id order. Taking them in that order first makes the two queue instead of deadlocking.
+    session.execute(_LOCK_RUNS_IN_ORDER, {"ids": sorted(str(item.event_id) for item in completions)})
     rows = [
         {
             "event_id": str(item.event_id),
@@ -290,6 +304,8 @@ def complete_stage(
         "stage": stage,
         "error": None,
         "updated_at": func.now(),
+        # Progress: the sweeper's count of re-enqueues without any starts again.
+        "sweeps": 0,
         "timings": PipelineRun.timings.op("||")(func.jsonb_build_object(stage, round(duration_ms, 2))),
     }
     if tokens:
@@ -352,13 +368,26 @@ def redrive(session: Session, event_id: uuid.UUID, *, from_scratch: bool) -> str
     """Reset a failed (or, ``from_scratch``, a done) run so the pipeline runs again.
 
     A failed run resumes at the stage that failed, keeping earlier stages' outputs; from
-    scratch clears them and re-extracts (for example after changing the model). Returns the
+    scratch clears them and re-extracts (for example after changing the model), and a done
+    run's facts and repetitions are withdrawn from memory first (:mod:`memory_core.write.withdraw`). Returns the
     stage to start from, or None when the run is in a state that cannot be re-driven.
     """
     run = session.get(PipelineRun, event_id, with_for_update=True)
     if run is None:
         return None
     if from_scratch and run.status in TERMINAL_STATUSES:
+        if run.status == "done":
+            # Imported here: the apply step's modules import this one.
+            from memory_core.write.upsert import lock_agent
+            from memory_core.write.withdraw import withdraw_result
+
+            # What the old extraction wrote goes first: the new one must neither find it nor
+            # count it as a repetition. The agent's lock, after the run's (the apply step's order).
+            lock_agent(session, run.agent_id)
+            occurred_at = session.execute(
+                select(MemoryEvent.occurred_at).where(MemoryEvent.id == event_id)
+            ).scalar_one()
+            withdraw_result(session, run.agent_id, occurred_at, run.result)
         run.status = "received"
         run.llm_cache = {}
         run.result = None
@@ -376,6 +405,65 @@ def redrive(session: Session, event_id: uuid.UUID, *, from_scratch: bool) -> str
     run.finished_at = None
     run.updated_at = session.execute(select(func.now())).scalar_one()
     return start
+
+
+def _restart_status_sql() -> str:
+    """SQL of the status a failed run restarts in: its failed stage's input (``extract``'s when unknown)."""
+    cases = " ".join(f"WHEN '{stage}' THEN '{STAGE_INPUT_STATUS[stage]}'" for stage in STAGES)
+    return f"CASE r.stage {cases} ELSE 'received' END"
+
+
+_REDRIVE_FAILED = text(
+    f"""
+    WITH chosen AS (
+        SELECT event_id FROM pipeline_runs
+        WHERE agent_id = :agent AND status = 'failed'
+          AND (CAST(:ids AS uuid[]) IS NULL OR event_id = ANY(CAST(:ids AS uuid[])))
+        ORDER BY created_at, event_id
+        LIMIT :limit
+        FOR UPDATE SKIP LOCKED
+    )
+    UPDATE pipeline_runs r SET status = {_restart_status_sql()}, attempts = 0, throttled_retries = 0, sweeps = 0,
+        error = NULL, finished_at = NULL, updated_at = now()
+    FROM chosen WHERE r.event_id = chosen.event_id
+    RETURNING r.event_id, CASE WHEN r.stage IN :stages THEN r.stage ELSE 'extract' END AS start
+    """  # noqa: S608 - the CASE is built from the stage constants, no input reaches the text
+).bindparams(bindparam("stages", expanding=True))
+
+
+def redrive_failed(
+    session: Session, agent_id: str, event_ids: Sequence[uuid.UUID] | None, *, limit: int
+) -> dict[str, list[uuid.UUID]]:
+    """:func:`redrive` for many failed runs of one agent at once: ``event_ids``, or every failed one.
+
+    Each run resumes at the stage that failed, as a single re-drive does. At most ``limit``
+    runs, oldest first; runs another transaction holds are left for the next call. Returns the
+    runs re-driven by the stage to start them at.
+    """
+    rows = session.execute(
+        _REDRIVE_FAILED,
+        {
+            "agent": agent_id,
+            "ids": None if event_ids is None else [str(event_id) for event_id in event_ids],
+            "limit": limit,
+            "stages": list(STAGES),
+        },
+    ).all()
+    by_stage: dict[str, list[uuid.UUID]] = {}
+    for event_id, start in rows:
+        by_stage.setdefault(str(start), []).append(event_id)
+    return by_stage
+
+
+def count_failed(session: Session, agent_id: str) -> int:
+    """How many of the agent's runs are ``failed``."""
+    return int(
+        session.execute(
+            select(func.count())
+            .select_from(PipelineRun)
+            .where(PipelineRun.agent_id == agent_id, PipelineRun.status == "failed")
+        ).scalar_one()
+    )
 
 
 @dataclass(frozen=True)
@@ -419,6 +507,33 @@ def claim_stuck_runs(session: Session, stale_after_s: float, limit: int) -> list
         )
         for row in rows
     ]
+
+
+def triage_stuck_runs(
+    session: Session, *, stale_after_s: float, limit: int, max_sweeps: int
+) -> tuple[list[StuckRun], list[StuckRun]]:
+    """Claim the stuck runs (:func:`claim_stuck_runs`): ``(to re-enqueue, given up)``.
+
+    A run claimed more than ``max_sweeps`` times since its last stage completed (completing a
+    stage resets the count) is given up instead: ``failed`` at the stage it never got through,
+    with an error that says so, until someone re-drives it. A message that kills every worker
+    that takes it would otherwise be re-enqueued forever.
+    """
+    retry: list[StuckRun] = []
+    given_up: list[StuckRun] = []
+    for run in claim_stuck_runs(session, stale_after_s, limit):
+        if run.sweeps <= max_sweeps:
+            retry.append(run)
+            continue
+        given_up.append(run)
+        mark_failed(
+            session,
+            run.event_id,
+            run.next_stage,
+            f"stuck before {run.next_stage}: re-enqueued {run.sweeps - 1} times without progress "
+            "(a worker may be dying on this message)",
+        )
+    return retry, given_up
 
 
 @dataclass(frozen=True)

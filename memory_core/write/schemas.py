@@ -155,6 +155,34 @@ class PreparedFact(_Stored):
     judged: bool = False
 
 
+DirectiveAction = Literal["add", "reinforce", "supersede"]
+
+
+class DirectivePlan(_Stored):
+    """A directive the message gives and what ``upsert`` should do with it (procedural memory).
+
+    Decided by ``extract`` against a snapshot of the agent's active directives (the embedding
+    pre-filter, then the contradiction judge); ``upsert`` re-checks the target under the lock.
+    """
+
+    text: str
+    key: str
+    confidence: float = 0.8
+    embedding: Embedding = None
+    action: DirectiveAction = "add"
+    target_id: str | None = None
+    reason: str | None = None
+
+
+class DirectiveChange(_Stored):
+    """What a message did to a directive: ``added``, ``reinforced``, ``superseded`` (an older one) or ``history``."""
+
+    directive_id: str | None
+    text: str
+    change: Literal["added", "reinforced", "superseded", "history"]
+    superseded_id: str | None = None
+
+
 class ExtractStageOutput(_Stored):
     """Output of ``extract``: the normalised extraction and how it was obtained."""
 
@@ -169,6 +197,7 @@ class ExtractStageOutput(_Stored):
     emotion: dict[str, Any] | None = None
     tokens: TokenCount = Field(default_factory=TokenCount)
     trace: list[TraceStep] = Field(default_factory=list)
+    directives: list[DirectivePlan] = Field(default_factory=list)
     # Set when the extraction came from a call shared by several messages: the batch's id,
     # this message's number in it (from 1) and the batch's size, for tracing.
     batch: dict[str, Any] | None = None
@@ -250,6 +279,7 @@ class WriteResult(_Stored):
     facts_deleted: list[FactChange] = Field(default_factory=list)
     entities_resolved: list[dict[str, Any]] = Field(default_factory=list)
     relationships: list[dict[str, Any]] = Field(default_factory=list)
+    directives: list[DirectiveChange] = Field(default_factory=list)
     tokens_used: TokenCount = Field(default_factory=TokenCount)
     duration_ms: float = 0.0
     success: bool = True

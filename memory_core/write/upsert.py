@@ -30,10 +30,12 @@ from memory_core.db.statements import sql
 from memory_core.db.vectors import vector_array, vector_param
 from memory_core.write import repository
 from memory_core.write.attribute_keys import ATTRIBUTE_CATALOGUE, is_single_valued
+from memory_core.write.directives import apply_directives
 from memory_core.write.naming import fold, normalize_alias
 from memory_core.write.reconcile import entity_for
 from memory_core.write.runs import RunView
 from memory_core.write.schemas import (
+    DirectiveChange,
     ExtractStageOutput,
     FactChange,
     FactDecision,
@@ -136,6 +138,8 @@ class ApplyOutcome:
     # Facts this message closed: the entities they are linked to lose an active fact.
     closed_facts: set[uuid.UUID] = field(default_factory=set)
     warnings: list[str] = field(default_factory=list)
+    # Procedural memory: what the message did to the agent's directives.
+    directives: list[DirectiveChange] = field(default_factory=list)
 
 
 _FACT = sql(
@@ -430,6 +434,9 @@ class Applier:
             elif target is not None and target.valid_to is None:
                 # Said before the active fact: it is history, valid until the newer one began.
                 fact_id = self._insert(decision, valid_to=target.valid_from)
+                if decision.attribute_key and decision.attribute_key == target.attribute_key:
+                    # Whatever order they arrive in, the older value is the corrected one.
+                    self._count_correction(fact_id)
                 self.session.execute(
                     sql(
                         "UPDATE memory_facts SET supersedes_fact_id = :old "
@@ -488,8 +495,11 @@ class Applier:
 
     def _count_correction(self, fact_id: uuid.UUID) -> None:
         self.session.execute(
-            sql("UPDATE memory_facts SET user_correction_count = user_correction_count + 1 WHERE id = :id"),
-            {"id": str(fact_id)},
+            sql(
+                "UPDATE memory_facts SET user_correction_count = user_correction_count + 1 "
+                "WHERE id = :id AND agent_id = :agent"
+            ),
+            {"id": str(fact_id), "agent": self.agent_id},
         )
 
     def _keep_newest_in_slot(self, decision: FactDecision, fact_id: uuid.UUID) -> None:
@@ -510,6 +520,10 @@ class Applier:
         newest = records[0]
         for older in records[1:]:
             self._close(older, newest.valid_from)
+            if _folded_text(older.text) != _folded_text(newest.text):
+                # A newer value replaced it in its slot: a correction (seeds: a supersede that
+                # changes the value), whether reconciliation saw the two or the slot rule did.
+                self._count_correction(older.fact_id)
         if newest.fact_id != fact_id:
             # Said before the fact that holds the slot: what was written is history.
             self._report(fact_id, valid_to=newest.valid_from)
@@ -916,6 +930,14 @@ def apply_message(
     applier.link_facts(decisions, entities)
     applier.upsert_relationships(extract, entities, decisions, speaker_key)
     applier.seed_profiles(extract.extraction.updated_profiles, entities, speaker_key)
+    if extract.directives:
+        applier.outcome.directives = apply_directives(
+            session,
+            agent_id=run.agent_id,
+            event_id=run.event_id,
+            occurred_at=run.occurred_at,
+            plans=extract.directives,
+        )
     if counters:
         applier.register_attributes(decisions)
         applier.refresh_entity_counts()

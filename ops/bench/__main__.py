@@ -1,4 +1,4 @@
-"""Command line of the benchmarks: ``python -m ops.bench ingest|retrieve|locomo|maintenance|stall|... [--quick]``."""
+"""Command line of the benchmarks: ``python -m ops.bench ingest|retrieve|locomo|peers|... [--quick]``."""
 
 from __future__ import annotations
 
@@ -146,6 +146,25 @@ def main(argv: list[str] | None = None) -> int:
         "--keep-home", action="store_true", help="keep the temporary ARANDU_HOME (logs, database) for diagnosis"
     )
     stall.add_argument("--no-record", action="store_true", help="print the figures, not recorded in RESULTS.md")
+    peers = sub.add_parser(
+        "peers",
+        help="this service beside the reference SDK (arandu 0.14.3) and mem0 OSS on the same stub, data and PostgreSQL",
+        description="Peers benchmark (the peers come from PyPI into a venv of their own); records in RESULTS.md.",
+    )
+    peers.add_argument("--quick", action="store_true", help="a tenth of the turns (smoke run)")
+    peers.add_argument(
+        "--keep-home", action="store_true", help="keep the temporary ARANDU_HOME (logs, databases, runner logs)"
+    )
+    peers.add_argument("--no-record", action="store_true", help="print the figures, not recorded in RESULTS.md")
+    peers.add_argument(
+        "--venv",
+        type=Path,
+        metavar="PATH",
+        help="the peers' virtual environment (default: $TMPDIR/arandu-bench-peers/venv-<hash of the pins>)",
+    )
+    peers.add_argument(
+        "--only", choices=("arandu", "mem0"), action="append", help="run only this peer (repeatable; default both)"
+    )
     args = parser.parse_args(argv)
     raw_args = list(sys.argv[1:] if argv is None else argv)
 
@@ -207,6 +226,17 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_stall_benchmark(
             quick=args.quick, keep_home=args.keep_home, record=not args.no_record, argv=raw_args[1:]
+        )
+    if args.benchmark == "peers":
+        from ops.bench.peers import run_peers_benchmark
+
+        return run_peers_benchmark(
+            quick=args.quick,
+            keep_home=args.keep_home,
+            record=not args.no_record,
+            argv=raw_args[1:],
+            venv=args.venv,
+            only=tuple(args.only or ("arandu", "mem0")),
         )
     return 2  # pragma: no cover - argparse refuses unknown benchmarks
 

@@ -1576,6 +1576,9 @@ _EXACT_TOPK_SQL = """
 SELECT 1 - (f.embedding_vec <=> CAST(%(vec)s AS vector)) AS similarity
 FROM memory_facts f
 WHERE f.agent_id = %(agent)s AND f.valid_to IS NULL AND f.confidence >= %(min_confidence)s
+  AND (%(confidence_floor)s >= %(min_confidence)s
+       OR f.confidence * power(%(confidence_decay)s, GREATEST(0.0, date_part('epoch', now()
+           - GREATEST(f.created_at, f.last_confirmed_at)) / 604800.0)) >= %(min_confidence)s)
   AND f.embedding_vec IS NOT NULL
 ORDER BY (f.embedding_vec <=> CAST(%(vec)s AS vector)) + 0, f.id
 LIMIT %(k)s
@@ -1641,7 +1644,10 @@ def measure_recall(ctx: Any, database_url: str, result: SizeResult, queries: Seq
                     {
                         "vec": vector_literal(vector),
                         "agent": agent,
+                        # The service filters on the decayed confidence (R6): so does the reference.
                         "min_confidence": config.min_confidence,
+                        "confidence_floor": config.confidence_floor,
+                        "confidence_decay": config.confidence_decay_per_week,
                         "k": RECALL_K,
                     },
                 ).fetchall()

@@ -237,6 +237,9 @@ def poll(check: Any, what: str, timeout_s: float = 90) -> Any:
 def write_memory(stack: Stack, client: AranduClient, agent: str) -> None:
     """Messages (a batch and an import), retrievals, every maintenance job, and the tables offline code never writes."""
     now = datetime.now(UTC)
+    # The agent's own config (agent_configs), put first so that everything below runs on it.
+    configured = stack.http.put(f"/v1/agents/{agent}/config", json={"overrides": {"topk_facts": 15}})
+    assert configured.status_code == 200, configured.text
     batch = client.send_batch(
         agent,
         [
@@ -264,16 +267,28 @@ def write_memory(stack: Stack, client: AranduClient, agent: str) -> None:
         run = client.run_job(agent, job)
         assert client.wait_for_job(agent, run.job_run_id, timeout=120, poll_interval=0.1).status == "done", job
     with stack.engine.begin() as connection:
-        # Written by no code path yet (seeds' schema): a row each, so the erasure is seen to cover them.
+        # Procedural memory: a directive, a cached block and a pending operation of the agent.
         connection.execute(
-            text("INSERT INTO session_observations (agent_id, content) VALUES (:agent, 'Rafael is planning a trip.')"),
+            text("INSERT INTO memory_directives (agent_id, text, text_key) VALUES (:agent, 'Do not use emojis.', 'x')"),
             {"agent": agent},
         )
         connection.execute(
             text(
-                "INSERT INTO memory_intentions (agent_id, trigger_type, trigger_condition, intended_action) "
-                "VALUES (:agent, 'time', 'next monday', 'ask Rafael about the trip')"
+                "INSERT INTO memory_directive_blocks (agent_id, cache_key, text, directive_count) "
+                "VALUES (:agent, 'k', '- Do not use emojis.', 1)"
             ),
+            {"agent": agent},
+        )
+        connection.execute(
+            text(
+                "INSERT INTO memory_pending_operations (agent_id, kind, confirmation_text, expires_at) "
+                "VALUES (:agent, 'execution', 'Delete the dentist appointment?', now() + interval '5 minutes')"
+            ),
+            {"agent": agent},
+        )
+        # A finished re-process of the agent (memory_core.maintenance.reprocess): its record goes too.
+        connection.execute(
+            text("INSERT INTO agent_reprocesses (agent_id, status, finished_at) VALUES (:agent, 'done', now())"),
             {"agent": agent},
         )
         # LLM usage: this stack runs offline, so no call is ever counted; a row of an LLM's day.
@@ -429,10 +444,9 @@ def test_erasure_while_messages_and_jobs_are_in_flight_leaves_nothing_and_fails_
         assert set(outcomes) <= {"completed", "missing", "skipped"}, outcomes
         assert outcomes["missing"] > 0, outcomes
         assert stack.tasks.failed == []
-        # A chunk's stage completion and the erasure can lock the same run rows in different
-        # orders; PostgreSQL then breaks the deadlock by failing one side, and a stage that lost
-        # retries (and finds its run gone). Anything else retried would be a fault.
-        assert [reason for _, reason in stack.tasks.retried if "DeadlockDetected" not in reason] == []
+        # Stage completions and the erasure lock run rows in the same (event-id) order: they
+        # queue, and no stage ever has to retry.
+        assert stack.tasks.retried == []
 
         assert set(rows_of(stack.engine, agent).values()) == {0}
         assert stage_outputs_of(stack.engine, sent) == 0

@@ -166,6 +166,9 @@ def agent_endpoints(agent: str, fact_id: str, event_id: str, import_id: str) -> 
         ("GET", f"{base}/entities/person:ana", None),
         ("POST", f"{base}/jobs/importance", None),
         ("GET", f"{base}/jobs", None),
+        ("GET", f"{base}/config", None),
+        ("PUT", f"{base}/config", {"overrides": {"topk_facts": 4}}),
+        ("DELETE", f"{base}/config", None),
         ("DELETE", f"{base}?confirm=true", None),
     ]
 
@@ -224,13 +227,14 @@ def test_permissions_read_write_admin(stack: Stack, acme: dict[str, Any]) -> Non
         writes = [
             (method, path, body)
             for method, path, body in agent_endpoints(agent, acme["fact_id"], acme["event_id"], acme["import_id"])
-            if method == "DELETE" or path.endswith(("/messages", "/batch", "/imports", "/jobs/importance"))
+            if method in ("DELETE", "PUT") or path.endswith(("/messages", "/batch", "/imports", "/jobs/importance"))
         ]
-        assert len(writes) == 7
+        assert len(writes) == 9
         for method, path, body in writes:
             assert http.request(method, path, json=body).status_code == 403, (method, path)
         assert http.post(f"/v1/agents/{agent}/retrieve", json={"query": "Where does Ana live?"}).status_code == 200
         assert http.get(f"/v1/agents/{agent}/jobs").status_code == 200
+        assert http.get(f"/v1/agents/{agent}/config").status_code == 200
         refused = http.post(f"/v1/agents/{agent}/messages", json={"message": "hi", "speaker_name": "Ana"})
         assert refused.status_code == 403
         assert "'write'" in refused.json()["error"]

@@ -56,3 +56,21 @@ def test_bad_setting_stops_the_api_naming_the_variable(tmp_path: Path) -> None:
     result = run_module(["api"], env)
     assert result.returncode == 2
     assert "ARANDU_API_PORT" in result.stderr
+
+
+def test_a_bad_memory_config_stops_the_api_a_worker_and_beat_naming_the_field_and_its_source(tmp_path: Path) -> None:
+    # From the environment: the variable is named.
+    env = service_env(home=tmp_path, memory__timezone="Mars/Olympus")
+    result = run_module(["api"], env)
+    assert result.returncode == 2
+    assert "ARANDU_MEMORY__TIMEZONE" in result.stderr
+    assert "Mars/Olympus" in result.stderr
+
+    # From the memory file: the file and the field are named, by a worker pool and by Beat alike.
+    memory_file = tmp_path / "memory.yaml"
+    memory_file.write_text("timezone: UTC\nhot_tier_ratio: 0.9\n", encoding="utf-8")
+    env = service_env(home=tmp_path, memory_config=str(memory_file))
+    for process in (["workers", "worker", "--queue", "apply"], ["workers", "beat"]):
+        result = run_module(process, env)
+        assert result.returncode == 2, process
+        assert f"ARANDU_MEMORY_CONFIG={memory_file}: hot_tier_ratio" in result.stderr, process

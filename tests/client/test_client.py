@@ -248,6 +248,17 @@ def test_errors_are_typed(client: AranduClient, stack: Stack, agent: str) -> Non
         client.retrieve(agent, "Ana", config_overrides={"topk_facts": "many"})
     assert override.value.fields == ["body.config_overrides.topk_facts"]
     assert "config_overrides.topk_facts" in override.value.message
+    # The agent's own config: set, refused naming the field, read back, reset.
+    tuned = client.set_agent_config(agent, {"topk_facts": 7})
+    assert tuned.overrides == {"topk_facts": 7}
+    assert tuned.config_effective["topk_facts"] == 7
+    with pytest.raises(InvalidRequestError) as bad_config:
+        client.set_agent_config(agent, {"topk_facts": 0})
+    assert bad_config.value.fields == ["body.overrides.topk_facts"]
+    assert client.get_agent_config(agent).overrides == {"topk_facts": 7}
+    reset = client.reset_agent_config(agent)
+    assert reset.overrides == {}
+    assert reset.updated_at is None
     with pytest.raises(InvalidRequestError) as empty:
         client.retrieve(agent, "")
     assert empty.value.fields == ["body.query"]
@@ -311,6 +322,9 @@ def test_the_async_client_does_the_same(stack: Stack, agent: str) -> None:
         async with AsyncAranduClient(stack.base_url, TEST_API_KEY, timeout=60) as client:
             assert await client.health() is True
             assert (await client.ready()).ready is True
+            assert (await client.set_agent_config(agent, {"timezone": "America/Lima"})).overrides
+            assert (await client.get_agent_config(agent)).config_effective["timezone"] == "America/Lima"
+            assert (await client.reset_agent_config(agent)).config_effective["timezone"] == "UTC"
             first = await client.send_message(agent, "I live in Lima.", "Eva", occurred_at=START)
             assert (await client.wait_for_event(first.event_id, timeout=90, poll_interval=0.1)).status == "done"
             batch = await client.send_batch(
@@ -362,6 +376,20 @@ def test_the_async_client_does_the_same(stack: Stack, agent: str) -> None:
             with pytest.raises(ConflictError):
                 await client.retry_event(first.event_id)
             assert await client.delete_all_facts(agent) == 3
+
+            # A re-process derives the memory from the messages again: the facts are back.
+            reprocess = await client.reprocess(agent)
+            switched = await client.wait_for_reprocess(agent, reprocess.reprocess_id, timeout=90, poll_interval=0.1)
+            assert (switched.status, switched.total, switched.failed) == ("done", 4, 0)
+            assert "Eva moved to Cusco." in [fact.fact_text for fact in (await client.list_facts(agent)).facts]
+            with pytest.raises(ConflictError):
+                await client.cancel_reprocess(agent)
+            events = await client.list_events(agent, status="all", limit=3)
+            assert len(events.events) == 3
+            assert events.next_cursor is not None
+            rest = await client.list_events(agent, status="all", cursor=events.next_cursor)
+            assert [event.status for event in rest.events] == ["done"]
+            assert (await client.retry_failed_events(agent)).retried == 0
 
         async with AsyncAranduClient(stack.base_url, "wrong") as intruder:
             with pytest.raises(AuthenticationError):

@@ -67,7 +67,9 @@ def start_test_services(home: Path) -> TestServices:
     broker = os.environ.get("ARANDU_TEST_BROKER_URL")
     embedded: EmbeddedStack | None = None
     if not admin or not broker:
-        embedded = EmbeddedStack(home)
+        # One server serves the whole session: API processes, worker pools, and a killed worker's
+        # backends that linger until PostgreSQL notices; the default 100 runs out on a slow host.
+        embedded = EmbeddedStack(home, extra_pg_settings={"max_connections": "300"})
         if not admin:
             embedded.postgres.start()
             admin = embedded.postgres.admin_uri

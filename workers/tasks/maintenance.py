@@ -27,6 +27,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from celery.signals import task_revoked
 from sqlalchemy.orm import Session
 
+from memory_core.agent_config import load_agent_overrides
 from memory_core.maintenance.context import MaintenanceContext
 from memory_core.maintenance.erasure import erasure_guarded
 from memory_core.maintenance.registry import JOB_NAMES, JobFunction, job_function
@@ -138,6 +139,8 @@ def _run(task: Task, job: str, run_id: str) -> str:
     run_uuid = uuid.UUID(run_id)
     with context.sessions.begin() as session:
         run = claim_run(session, run_uuid, str(task.request.id or run_id))
+        # The agent's stored config, read in the claim's transaction (one primary-key lookup).
+        stored_config = load_agent_overrides(session, run.agent_id) if run is not None else None
     if run is None:
         # Not queued any more: a second delivery of a run already taken, or a run whose guard
         # was released as stale. Running it now could overlap another run of the same job.
@@ -149,7 +152,8 @@ def _run(task: Task, job: str, run_id: str) -> str:
     usage = UsageTally()
     guarded = dataclasses.replace(guarded, skills=account_skills(guarded.skills, run.agent_id, usage))
     try:
-        result = dict(_job(task.app, job)(guarded, run.agent_id, context.base_config))
+        config = context.configs.for_agent(stored_config)
+        result = dict(_job(task.app, job)(guarded, run.agent_id, config))
     except SoftTimeLimitExceeded as error:
         message = f"soft time limit of {TIME_LIMITS[job].soft:g} s exceeded"
         with context.sessions.begin() as session:

@@ -34,11 +34,12 @@ from memory_core.write.pipeline import (
     run_stage_chunk,
     run_upsert,
 )
-from memory_core.write.runs import claim_stuck_runs, mark_failed, plan_chunks, record_attempt, record_throttled
+from memory_core.write.runs import mark_failed, plan_chunks, record_attempt, record_throttled, triage_stuck_runs
 from memory_core.write.schemas import STAGES
 from workers.context import get_write_context
 from workers.intake import TAKE_LIMIT as INTAKE_TAKE_LIMIT
 from workers.intake import IntakeQueue
+from workers.tasks.reprocess import kick_stalled_reprocesses
 
 logger = logging.getLogger("arandu.pipeline")
 
@@ -285,7 +286,7 @@ def register_pipeline_tasks(app: Celery) -> None:
 
     @app.task(name="apply.sweep_stuck_runs", bind=True, shared=False, max_retries=None)
     def sweep_stuck_runs(self: Task, limit: int = 1000) -> int:
-        """Re-enqueue runs idle too long (lost enqueue, dead worker); fail those past the attempt cap."""
+        """Re-enqueue runs idle too long (lost enqueue, dead worker); fail those swept too often without progress."""
         context = get_write_context(self.app)
         settings = context.settings
         try:
@@ -294,24 +295,31 @@ def register_pipeline_tasks(app: Celery) -> None:
         except Exception as error:
             logger.warning("sweeper could not drain the intake list (%s: %s)", type(error).__name__, error)
         with context.sessions.begin() as session:
-            stuck = claim_stuck_runs(session, settings.pipeline_stale_after_s, limit)
-            for run in stuck:
-                if run.sweeps > settings.pipeline_max_sweeps:
-                    mark_failed(
-                        session,
-                        run.event_id,
-                        run.next_stage,
-                        f"stuck before {run.next_stage}: re-enqueued {run.sweeps - 1} times without progress "
-                        "(a worker may be dying on this message)",
-                    )
+            stuck, given_up = triage_stuck_runs(
+                session,
+                stale_after_s=settings.pipeline_stale_after_s,
+                limit=limit,
+                max_sweeps=settings.pipeline_max_sweeps,
+            )
+        for run in given_up:
+            logger.error(
+                "event %s failed: stuck before %s after %d re-enqueues without progress",
+                run.event_id,
+                run.next_stage,
+                run.sweeps - 1,
+            )
         groups: dict[tuple[str, str], list[str]] = {}
         for run in stuck:
-            if run.sweeps <= settings.pipeline_max_sweeps:
-                groups.setdefault((run.agent_id, run.next_stage), []).append(str(run.event_id))
+            groups.setdefault((run.agent_id, run.next_stage), []).append(str(run.event_id))
         size = _chunk_size(context)
         for (_, stage), ids in groups.items():
             for offset in range(0, len(ids), size):
                 pipeline_chain(self.app, ids[offset : offset + size], stage).apply_async()
         if stuck:
             logger.warning("sweeper re-enqueued %d stuck runs", len(stuck))
+        try:
+            # Re-processes whose watcher was lost are watched again (memory_core.maintenance.reprocess).
+            kick_stalled_reprocesses(self.app, max(settings.pipeline_stale_after_s, 60.0))
+        except Exception as error:
+            logger.warning("sweeper could not look at re-processes (%s: %s)", type(error).__name__, error)
         return len(stuck)

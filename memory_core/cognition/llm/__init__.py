@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from memory_core.cognition.llm.batch_extraction import BatchExtractionSkill
 from memory_core.cognition.llm.batch_reconciliation import BatchReconcileSkill
+from memory_core.cognition.llm.directives import ContradictionSkill, DirectiveDetectionSkill
 from memory_core.cognition.llm.emotion import EmotionSkill
 from memory_core.cognition.llm.extraction import BlindExtractionSkill, InformedExtractionSkill
 from memory_core.cognition.llm.reconciliation import ReconcileSkill
 from memory_core.cognition.llm.resolution import DisambiguationSkill
+from memory_core.cognition.offline.directives import OfflineContradictionSkill
+from memory_core.cognition.skill import FallbackSkill
 from memory_core.cognition.write_skills import WriteSkills
 from memory_core.providers.protocols import LLMProvider
 
@@ -21,6 +24,8 @@ __all__ = [
     "BatchExtractionSkill",
     "BatchReconcileSkill",
     "BlindExtractionSkill",
+    "ContradictionSkill",
+    "DirectiveDetectionSkill",
     "DisambiguationSkill",
     "EmotionSkill",
     "InformedExtractionSkill",
@@ -33,7 +38,8 @@ def build_llm_write_skills(provider: LLMProvider) -> WriteSkills:
     """Every write-path skill answered by ``provider`` (``kind="llm"``), without fallbacks.
 
     Wrap them in :class:`~memory_core.cognition.skill.FallbackSkill` with their
-    offline twins where the seeds want a fail-safe.
+    offline twins where the seeds want a fail-safe. The directive judge is the exception: an
+    unusable verdict falls back to its rule twin here (seeds: the check is fail-safe).
     """
     return WriteSkills(
         kind="llm",
@@ -44,4 +50,6 @@ def build_llm_write_skills(provider: LLMProvider) -> WriteSkills:
         tag_emotion=EmotionSkill(provider),
         extract_batch=BatchExtractionSkill(provider),
         reconcile_batch=BatchReconcileSkill(provider),
+        detect_directives=DirectiveDetectionSkill(provider),
+        judge_directive=FallbackSkill(ContradictionSkill(provider), OfflineContradictionSkill()),
     )

@@ -161,8 +161,10 @@ class BatchExtractionSkill:
 
     def run(self, batch: BatchExtractionInput, /) -> SkillOutcome[BatchExtractionOutput]:
         """Ask once for every message; check each part on its own."""
+        # One call for the batch (one agent's messages): the longest of their extraction timeouts.
+        timeouts = [message.timeout_s for message in batch.messages if message.timeout_s is not None]
         try:
-            outcome = self.llm.run(batch)
+            outcome = self.llm.run(batch, timeout_s=max(timeouts) if timeouts else None)
         except SkillOutputError as error:
             salvaged = _salvage(error.raw_text)
             if salvaged is None:

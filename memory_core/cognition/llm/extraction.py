@@ -20,6 +20,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, Field, model_validator
 
+from memory_core.cognition.directive_models import ExtractedDirective
 from memory_core.cognition.llm.prompts import (
     BLIND_ENTITIES_PROMPT,
     BLIND_FACTS_PROMPT,
@@ -93,6 +94,15 @@ class ProfileUpdate(BaseModel):
     profile: str
 
 
+class DirectiveAnswer(BaseModel):
+    """An instruction to the assistant as the model answers it (strict schemas have no string lengths)."""
+
+    model_config = ANSWER_CONFIG
+
+    text: str
+    confidence: float = Field(ge=0.0, le=1.0)
+
+
 class FactAnswer(BaseModel):
     """One fact as the model answers it; ``replaces`` is the number of a known fact it supersedes."""
 
@@ -117,6 +127,7 @@ class _ExtractionAnswer(BaseModel):
     relations: list[ExtractedRelation]
     updated_profiles: list[ProfileUpdate]
     emotion: EmotionOutput | None
+    directives: list[DirectiveAnswer]
 
     @model_validator(mode="before")
     @classmethod
@@ -125,7 +136,7 @@ class _ExtractionAnswer(BaseModel):
         if not isinstance(data, dict):
             return data
         fixed = dict(data)
-        for name in ("entities", "facts", "relations", "updated_profiles"):
+        for name in ("entities", "facts", "relations", "updated_profiles", "directives"):
             if fixed.get(name) is None:
                 fixed[name] = []
         fixed.setdefault("emotion", None)
@@ -182,6 +193,11 @@ def to_output(answer: _ExtractionAnswer, known: list[KnownEntity], max_facts: in
         relations=answer.relations,
         updated_profiles=profiles,
         emotion=answer.emotion,
+        directives=[
+            ExtractedDirective(text=directive.text.strip()[:500], confidence=directive.confidence)
+            for directive in answer.directives
+            if directive.text.strip()
+        ],
     )
 
 
@@ -351,7 +367,7 @@ class InformedExtractionSkill:
 
     def run(self, skill_input: ExtractionInput, /) -> SkillOutcome[ExtractionOutput]:
         """Ask once; the validated answer becomes an :class:`ExtractionOutput`."""
-        outcome = self.llm.run(skill_input)
+        outcome = self.llm.run(skill_input, timeout_s=skill_input.timeout_s)
         output = to_output(outcome.output, skill_input.known_entities, skill_input.max_facts)
         return SkillOutcome(output=output, usage=outcome.usage, duration_ms=outcome.duration_ms)
 
@@ -408,7 +424,7 @@ class BlindExtractionSkill:
     def run(self, skill_input: ExtractionInput, /) -> SkillOutcome[ExtractionOutput]:
         """Scan, then extract facts and relations concurrently; usage is the sum of every call."""
         started = time.perf_counter()
-        scan = self.entities.run(skill_input)
+        scan = self.entities.run(skill_input, timeout_s=skill_input.timeout_s)
         entities = scan.output.entities
         usage = scan.usage
         if not entities:
@@ -426,7 +442,7 @@ class BlindExtractionSkill:
             relations_future = pool.submit(self._find_relations, step)
             # Each failure is held until both calls settle: which one is raised is decided below.
             try:
-                facts_outcome = self.facts.run(step)
+                facts_outcome = self.facts.run(step, timeout_s=step.message.timeout_s)
             except Exception as error:
                 errors.append(error)
             try:
@@ -454,18 +470,19 @@ class BlindExtractionSkill:
 
     def _find_relations(self, step: _BlindStep) -> tuple[list[ExtractedRelation], TokenUsage, bool]:
         """The relation call, repeated once with a nudge when it finds nothing between 2+ entities."""
-        first = self.relations.run(step)
-        if first.output.relations or len(step.entities) < 2:
+        first = self.relations.run(step, timeout_s=step.message.timeout_s)
+        # The seeds' retry: nothing found between at least relation_retry_min_entities entities.
+        if first.output.relations or len(step.entities) < step.message.relation_retry_min_entities:
             return first.output.relations, first.usage, False
         try:
-            second = self.relations.run(step.model_copy(update={"retry": True}))
+            second = self.relations.run(step.model_copy(update={"retry": True}), timeout_s=step.message.timeout_s)
         except SkillOutputError as error:
             raise _with_usage(error, first.usage + error.usage) from error
         return second.output.relations, first.usage + second.usage, True
 
     def _facts_or_raise(self, step: _BlindStep, spent: TokenUsage) -> SkillOutcome[_FactList]:
         try:
-            return self.facts.run(step)
+            return self.facts.run(step, timeout_s=step.message.timeout_s)
         except SkillOutputError as error:
             raise _with_usage(error, spent + error.usage) from error
 

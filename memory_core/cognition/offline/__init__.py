@@ -10,6 +10,7 @@ invented.
 
 from __future__ import annotations
 
+from memory_core.cognition.offline.directives import OfflineContradictionSkill, OfflineDirectiveDetectionSkill
 from memory_core.cognition.offline.disambiguation import OfflineDisambiguationSkill
 from memory_core.cognition.offline.emotion import OfflineEmotionSkill
 from memory_core.cognition.offline.extraction import EXTRACT_BLIND, EXTRACT_INFORMED, OfflineExtractionSkill
@@ -17,6 +18,8 @@ from memory_core.cognition.offline.reconciliation import OfflineReconcileSkill
 from memory_core.cognition.write_skills import WriteSkills
 
 __all__ = [
+    "OfflineContradictionSkill",
+    "OfflineDirectiveDetectionSkill",
     "OfflineDisambiguationSkill",
     "OfflineEmotionSkill",
     "OfflineExtractionSkill",
@@ -34,4 +37,6 @@ def build_offline_write_skills(*, person_prefix_min_chars: int = 3) -> WriteSkil
         disambiguate=OfflineDisambiguationSkill(min_prefix=person_prefix_min_chars),
         reconcile=OfflineReconcileSkill(),
         tag_emotion=OfflineEmotionSkill(),
+        detect_directives=OfflineDirectiveDetectionSkill(),
+        judge_directive=OfflineContradictionSkill(),
     )

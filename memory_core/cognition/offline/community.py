@@ -4,9 +4,9 @@ Rules cannot name a theme they do not see, so the title is made of the content w
 :mod:`.keywords`) found in the most summaries, at least two of them, ranked by how many
 summaries use them, then names (capitalised) before other words, then by first appearance.
 The observation says how many groups are related and by which words, then quotes the first
-sentence of each summary (at most :data:`MAX_QUOTED`), in the language of the summaries
-(English or Portuguese). With no shared word the title falls back to the first summary's
-opening words.
+sentence of each summary (at most :data:`MAX_QUOTED`); what it writes itself is English
+whatever the summaries' language (seeds W20), the quotes keep their words. With no shared
+word the title falls back to the first summary's opening words.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections import Counter
 
 from memory_core.cognition.maintenance_models import CommunityInput, CommunityOutput
 from memory_core.cognition.offline.keywords import Keyword, content_words
-from memory_core.cognition.offline.text import detect_language, split_sentences
+from memory_core.cognition.offline.text import split_sentences
 from memory_core.cognition.skill import SkillOutcome
 
 __all__ = ["DESCRIBE_COMMUNITY", "MAX_QUOTED", "OfflineCommunitySkill", "describe_community"]
@@ -41,10 +41,10 @@ def _shared_words(summaries: list[str]) -> list[Keyword]:
     return [word for _, word in shared]
 
 
-def _join(words: list[str], language: str) -> str:
+def _join(words: list[str]) -> str:
     if len(words) <= 1:
         return "".join(words)
-    return ", ".join(words[:-1]) + (" e " if language == "pt" else " and ") + words[-1]
+    return ", ".join(words[:-1]) + " and " + words[-1]
 
 
 def describe_community(skill_input: CommunityInput) -> CommunityOutput:
@@ -52,7 +52,6 @@ def describe_community(skill_input: CommunityInput) -> CommunityOutput:
     summaries = [" ".join(summary.split()) for summary in skill_input.cluster_summaries if summary.strip()]
     if not summaries:
         return CommunityOutput(title="", observation="")
-    language = detect_language(" ".join(summaries))
     shown = [word.shown for word in _shared_words(summaries)[:_TITLE_WORDS]]
     opening = " ".join(summaries[0].split()[:_FALLBACK_TITLE_WORDS]).rstrip(".,;:!?")
     title = ", ".join(shown) if shown else opening
@@ -61,10 +60,7 @@ def describe_community(skill_input: CommunityInput) -> CommunityOutput:
         sentences = split_sentences(summary)
         quotes.append(sentences[0] if sentences else summary)
     count = len(summaries)
-    if language == "pt":
-        head = f"{count} grupos de memórias relacionados" + (f" por {_join(shown, language)}" if shown else "")
-    else:
-        head = f"{count} related groups of memories" + (f", linked by {_join(shown, language)}" if shown else "")
+    head = f"{count} related groups of memories" + (f", linked by {_join(shown)}" if shown else "")
     observation = f"{head}: " + " ".join(quotes)
     return CommunityOutput(title=title[:_TITLE_MAX_CHARS], observation=observation)
 

@@ -14,14 +14,14 @@ Three rules, each with its evidence ids:
 
 No rule produces an ``insight``: that takes understanding. Titles are stable (a pattern's
 title names the speaker and the word), so the job reinforces the same observation run after
-run instead of adding another. Texts follow the language of the messages or facts.
+run instead of adding another. Titles and texts are English whatever the conversation's
+language (seeds W20); the messages and facts they quote keep their own words.
 """
 
 from __future__ import annotations
 
 import time
 from collections import Counter, defaultdict
-from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from memory_core.cognition.maintenance_models import (
@@ -32,7 +32,6 @@ from memory_core.cognition.maintenance_models import (
     ObservationDraft,
 )
 from memory_core.cognition.offline.keywords import content_words
-from memory_core.cognition.offline.text import Language, detect_language
 from memory_core.cognition.skill import SkillOutcome
 from memory_core.write.attribute_keys import ATTRIBUTE_CATALOGUE
 from memory_core.write.naming import fold
@@ -80,10 +79,6 @@ def _quote(text: str) -> str:
     return cleaned if len(cleaned) <= _QUOTE_CHARS else cleaned[: _QUOTE_CHARS - 3].rstrip() + "..."
 
 
-def _language(texts: Sequence[str]) -> Language:
-    return detect_language(" ".join(texts))
-
-
 # --- patterns ------------------------------------------------------------------------------
 
 
@@ -98,10 +93,7 @@ def _repeated_statements(speaker: str, events: list[EventLine]) -> list[Observat
         if len(repeats) < 2:  # repeated: said a second time
             continue
         quote = _quote(repeats[0].text)
-        if _language([quote]) == "pt":
-            title, body = f"{speaker} repete: {quote}", f"{speaker} disse isto {len(repeats)} vezes: {quote}"
-        else:
-            title, body = f"{speaker} repeats: {quote}", f"{speaker} said this {len(repeats)} times: {quote}"
+        title, body = f"{speaker} repeats: {quote}", f"{speaker} said this {len(repeats)} times: {quote}"
         drafts.append(
             ObservationDraft(
                 kind="pattern",
@@ -131,20 +123,11 @@ def _recurring_words(speaker: str, events: list[EventLine]) -> list[ObservationD
     # The most mentioned first; ties by the word, so the choice is stable.
     recurring.sort(key=lambda item: (-len(item[1]), item[0]))
     drafts = []
-    language = _language([event.text for event in events])
     for folded, hits in recurring[:MAX_PATTERNS]:
         label, days = shown[folded], len({_day(event.occurred_at) for event in hits})
         first, last = _day(hits[0].occurred_at), _day(hits[-1].occurred_at)
-        if language == "pt":
-            title = f"{speaker} fala com frequência de {label}"
-            body = (
-                f"{speaker} mencionou {label} em {len(hits)} mensagens, em {days} dias diferentes, de {first} a {last}."
-            )
-        else:
-            title = f"{speaker} often mentions {label}"
-            body = (
-                f"{speaker} mentioned {label} in {len(hits)} messages on {days} different days, from {first} to {last}."
-            )
+        title = f"{speaker} often mentions {label}"
+        body = f"{speaker} mentioned {label} in {len(hits)} messages on {days} different days, from {first} to {last}."
         drafts.append(
             ObservationDraft(
                 kind="pattern",
@@ -177,12 +160,8 @@ def _contradictions(facts: list[FactLine]) -> list[ObservationDraft]:
         older_day = _day(older.valid_from or datetime.min.replace(tzinfo=UTC))
         newer_day = _day(newer.valid_from or datetime.min.replace(tzinfo=UTC))
         quoted = f'"{_quote(older.text)}" ({older_day}) / "{_quote(newer.text)}" ({newer_day})'
-        if _language([fact.text for fact in group]) == "pt":
-            title = f"Fatos conflitantes: {attribute_key} de {entity_key}"
-            body = f"{len(group)} fatos ativos discordam sobre {attribute_key}: {quoted}. O mais recente deve valer."
-        else:
-            title = f"Conflicting facts: {attribute_key} of {entity_key}"
-            body = f"{len(group)} active facts disagree on {attribute_key}: {quoted}. The newer one is likely current."
+        title = f"Conflicting facts: {attribute_key} of {entity_key}"
+        body = f"{len(group)} active facts disagree on {attribute_key}: {quoted}. The newer one is likely current."
         drafts.append(
             ObservationDraft(
                 kind="contradiction",
@@ -226,18 +205,11 @@ def _trend(speaker: str, events: list[EventLine]) -> list[ObservationDraft]:
     improving = shift > 0
     before, after = _dominant(earlier), _dominant(later)
     first, last = _day(tagged[0].occurred_at), _day(tagged[-1].occurred_at)
-    if _language([event.text for event in tagged]) == "pt":
-        title = f"O humor de {speaker} está {'melhorando' if improving else 'piorando'}"
-        body = (
-            f"Em {len(tagged)} mensagens de {first} a {last}, o tom de {speaker} passou de "
-            f"principalmente {before} para principalmente {after}."
-        )
-    else:
-        title = f"{speaker}'s mood is {'improving' if improving else 'declining'}"
-        body = (
-            f"Across {len(tagged)} messages from {first} to {last}, {speaker}'s tone moved from mostly {before} "
-            f"to mostly {after}."
-        )
+    title = f"{speaker}'s mood is {'improving' if improving else 'declining'}"
+    body = (
+        f"Across {len(tagged)} messages from {first} to {last}, {speaker}'s tone moved from mostly {before} "
+        f"to mostly {after}."
+    )
     return [
         ObservationDraft(
             kind="trend",

@@ -4,8 +4,9 @@ A rule cannot paraphrase, so the summary is made of the facts themselves: duplic
 (same text after folding) are dropped, the most recent facts come first (they are the
 current truth), and at most three sentences are produced. With more than three facts the
 first two are kept and a third sentence says how many more there are and which topics
-(attribute-key namespaces: ``work``, ``location``...) they cover, in the language the facts
-are written in (English or Portuguese). The label is the subject followed by its two most
+(attribute-key namespaces: ``work``, ``location``...) they cover, in English whatever the
+facts' language (seeds W20: generated text is English; the quoted facts keep their own words,
+which a rule cannot translate). The label is the subject followed by its two most
 frequent topics. Same input, same output, no tokens.
 """
 
@@ -16,7 +17,6 @@ from collections import Counter
 from datetime import UTC, datetime
 
 from memory_core.cognition.maintenance_models import FactLine, SummaryInput, SummaryOutput
-from memory_core.cognition.offline.text import detect_language
 from memory_core.cognition.skill import SkillOutcome
 from memory_core.write.naming import fold
 
@@ -55,20 +55,15 @@ def _distinct_newest_first(facts: list[FactLine]) -> list[FactLine]:
     return sorted(unique, key=lambda fact: fact.valid_from or _OLDEST, reverse=True)
 
 
-def _join_words(words: list[str], language: str) -> str:
-    conjunction = " e " if language == "pt" else " and "
+def _join_words(words: list[str]) -> str:
     if len(words) <= 1:
         return "".join(words)
-    return ", ".join(words[:-1]) + conjunction + words[-1]
+    return ", ".join(words[:-1]) + " and " + words[-1]
 
 
-def _more_sentence(count: int, topics: list[str], language: str) -> str:
-    if language == "pt":
-        noun = "fato" if count == 1 else "fatos"
-        about = f", sobre {_join_words(topics, language)}" if topics else ""
-        return f"Há mais {count} {noun}{about}."
+def _more_sentence(count: int, topics: list[str]) -> str:
     noun = "fact" if count == 1 else "facts"
-    about = f", about {_join_words(topics, language)}" if topics else ""
+    about = f", about {_join_words(topics)}" if topics else ""
     return f"There {'is' if count == 1 else 'are'} {count} more {noun}{about}."
 
 
@@ -84,14 +79,13 @@ def summarize_facts(skill_input: SummaryInput) -> SummaryOutput:
     facts = _distinct_newest_first(skill_input.facts)
     if not facts:
         return SummaryOutput(summary="", label=subject[:LABEL_MAX_CHARS])
-    language = detect_language(" ".join(fact.text for fact in facts))
     if len(facts) <= _MAX_SENTENCES:
         sentences = [_sentence(fact.text) for fact in facts]
     else:
         kept = facts[: _MAX_SENTENCES - 1]
         rest = facts[_MAX_SENTENCES - 1 :]
         sentences = [_sentence(fact.text) for fact in kept]
-        sentences.append(_more_sentence(len(rest), _ranked_topics(rest)[:_SHOWN_TOPICS], language))
+        sentences.append(_more_sentence(len(rest), _ranked_topics(rest)[:_SHOWN_TOPICS]))
     topics = _ranked_topics(facts)[:_LABEL_TOPICS]
     label = f"{subject}: {', '.join(topics)}" if topics and subject else subject or ", ".join(topics)
     return SummaryOutput(summary=" ".join(sentences), label=label[:LABEL_MAX_CHARS])

@@ -32,8 +32,9 @@ SERVICE_TABLES = {
     "memory_clusters",
     "memory_meta_observations",
     "memory_attribute_registry",
-    "memory_intentions",
-    "session_observations",
+    "memory_directives",
+    "memory_directive_blocks",
+    "memory_pending_operations",
     "pipeline_runs",
     "imports",
     "maintenance_job_runs",
@@ -123,6 +124,8 @@ def test_every_agent_scoped_table_has_an_index_led_by_agent_id(migrated_database
                 continue
             leading = [index["column_names"][0] for index in inspector.get_indexes(table)]
             leading += [unique["column_names"][0] for unique in inspector.get_unique_constraints(table)]
+            # A primary key led by agent_id is such an index too (the directive-block cache, pending operations).
+            leading += inspector.get_pk_constraint(table)["constrained_columns"][:1]
             assert "agent_id" in leading, f"{table} has no index starting with agent_id"
     finally:
         engine.dispose()

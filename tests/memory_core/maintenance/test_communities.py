@@ -313,7 +313,8 @@ def test_offline_community_description_in_portuguese() -> None:
     )
     assert output.title == "Orion, Tech, trabalha"
     assert output.observation == (
-        "2 grupos de memórias relacionados por Orion, Tech e trabalha: A Fernanda trabalha na Orion Tech. "
+        # Portuguese summaries, English observation (W20); the quotes keep their words.
+        "2 related groups of memories, linked by Orion, Tech and trabalha: A Fernanda trabalha na Orion Tech. "
         "O Bruno trabalha na Orion Tech desde 2020."
     )
     assert json.loads(output.model_dump_json())["title"] == output.title

@@ -99,17 +99,18 @@ def test_consolidation_tags_events_and_writes_patterns_contradictions_and_trends
     assert tags[old_event].emotion_primary is None
     observations = _observations(memory)
     assert set(observations) == {
-        "Rafael fala com frequência de corrida",
-        "O humor de Rafael está melhorando",
-        "Fatos conflitantes: location.residence de person:rafael",
+        "Rafael often mentions corrida",
+        "Rafael's mood is improving",
+        "Conflicting facts: location.residence of person:rafael",
     }
-    pattern = observations["Rafael fala com frequência de corrida"]
+    pattern = observations["Rafael often mentions corrida"]
     assert pattern.observation_type == "pattern"
     assert pattern.supporting_event_ids == [seeded["events"][0], seeded["events"][2], seeded["events"][4]]
-    trend = observations["O humor de Rafael está melhorando"]
+    trend = observations["Rafael's mood is improving"]
     assert trend.observation_type == "trend"
-    assert "de principalmente sadness para principalmente joy" in trend.text
-    contradiction = observations["Fatos conflitantes: location.residence de person:rafael"]
+    # A Portuguese conversation, English observations (W20).
+    assert "moved from mostly sadness to mostly joy" in trend.text
+    contradiction = observations["Conflicting facts: location.residence of person:rafael"]
     assert contradiction.observation_type == "contradiction"
     # The 40-day-old fact is outside the window but shares the key with a new one, so it is compared.
     assert contradiction.supporting_fact_ids == [seeded["sao_paulo"], seeded["rio"]]
@@ -145,13 +146,13 @@ def test_rerun_changes_nothing_and_new_evidence_reinforces_without_duplicates(
     assert later["observations_reinforced"] == 2  # the running pattern and the mood trend cite the new message
     after = _observations(memory)
     assert set(after) == set(first)
-    pattern = after["Rafael fala com frequência de corrida"]
-    assert pattern.id == first["Rafael fala com frequência de corrida"].id
+    pattern = after["Rafael often mentions corrida"]
+    assert pattern.id == first["Rafael often mentions corrida"].id
     assert pattern.times_reinforced == 1
-    assert pattern.last_reinforced_at > first["Rafael fala com frequência de corrida"].last_reinforced_at
+    assert pattern.last_reinforced_at > first["Rafael often mentions corrida"].last_reinforced_at
     assert pattern.supporting_event_ids == [*seeded["events"][0:5:2], newer]
-    assert "em 4 mensagens" in pattern.text
-    assert after["Fatos conflitantes: location.residence de person:rafael"].times_reinforced == 0
+    assert "in 4 messages" in pattern.text
+    assert after["Conflicting facts: location.residence of person:rafael"].times_reinforced == 0
     assert count(memory, "SELECT count(*) FROM memory_meta_observations WHERE agent_id = :agent") == 3
 
 
@@ -253,7 +254,7 @@ def test_retrieval_after_consolidation_shows_observed_patterns(
     context = make_context(skills_bundle(consolidate=consolidator, tag_emotion=tagger), now=NOW)
     result = run_job(context, memory.agent_id, "consolidation")
     assert result["observations_created"] >= 1
-    trend = _observations(memory)["O humor de Rafael está melhorando"]
+    trend = _observations(memory)["Rafael's mood is improving"]
 
     read = build_read_context(settings, embedder=embedder, llm=None, pool_size=2)
     try:

@@ -13,6 +13,7 @@ from memory_core.read.compress import (
     compress_broad_context,
     compress_context,
     estimate_tokens,
+    fresh_first,
 )
 
 CONFIG = MemoryConfig()
@@ -179,3 +180,21 @@ def test_a_fact_whose_message_did_not_fit_the_budget_stays() -> None:
 
     assert "Relevant conversations:" not in compressed.context_text
     assert "- Caroline went to a support group" in compressed.context_text
+
+
+def test_stale_facts_go_after_fresh_ones_by_context_stale_threshold_days() -> None:
+    now = datetime(2026, 6, 1, tzinfo=UTC)
+    old = ContextFact("Marina lived in Lisbon.", 0.9, valid_from=datetime(2025, 1, 1, tzinfo=UTC))
+    recent = ContextFact("Marina lives in Porto.", 0.5, valid_from=datetime(2026, 5, 20, tzinfo=UTC))
+    undated = ContextFact("Marina likes jazz.", 0.4)
+
+    # 90 days (the default): the old fact is stale and listed last, the others keep their order.
+    config = MemoryConfig()
+    ordered = fresh_first([old, recent, undated], now, config.context_stale_threshold_days)
+    assert [fact.text for fact in ordered] == [recent.text, undated.text, old.text]
+    context = compress_context(ordered, [], config).context_text
+    assert context.index("Porto") < context.index("Lisbon")
+
+    # A longer threshold keeps the ranking; so does a memory whose facts are all stale.
+    assert fresh_first([old, recent, undated], now, 3650) == [old, recent, undated]
+    assert fresh_first([old], now, 90) == [old]

@@ -186,7 +186,10 @@ def _reference_scores(candidate: Candidate, config: MemoryConfig, now: datetime)
 
 def test_ranking_scores_equal_the_documented_formulas_to_the_sixth_decimal() -> None:
     rng = random.Random(7)
-    config = CONFIG.model_copy(update={"score_weights": {"semantic": 0.6, "recency": 0.25, "importance": 0.15}})
+    # min_confidence 0: every candidate is ranked, whatever its (random) confidence.
+    config = CONFIG.model_copy(
+        update={"score_weights": {"semantic": 0.6, "recency": 0.25, "importance": 0.15}, "min_confidence": 0.0}
+    )
     candidates = []
     for index in range(2_000):
         valid_from = NOW + timedelta(days=rng.uniform(-900, 5))  # some start in the future
@@ -216,3 +219,20 @@ def test_ranking_scores_equal_the_documented_formulas_to_the_sixth_decimal() -> 
         assert shown == _reference_scores(fact.candidate, config, NOW), fact.candidate
         assert fact.score == fact.scores["formula"]
     assert [fact.score for fact in ranked] == sorted((fact.score for fact in ranked), reverse=True)
+
+
+def test_min_confidence_filters_on_the_confidence_decayed_since_the_fact_was_stored_or_confirmed() -> None:
+    said = NOW - timedelta(days=800)  # imported history: stored today, so not decayed
+    fresh = Candidate("fresh", "person:ana", "x", said, confidence=0.60, confidence_since=NOW, semantic=0.5)
+    # 0.60 x 0.95 ** 3 = 0.514 < 0.55: stored three weeks ago and never confirmed since.
+    weeks_ago = NOW - timedelta(weeks=3)
+    stale = Candidate("stale", "person:ana", "x", said, confidence=0.60, confidence_since=weeks_ago, semantic=0.9)
+    sure = Candidate("sure", "person:ana", "x", said, confidence=0.95, confidence_since=weeks_ago, semantic=0.5)
+    ranked = rank_candidates([fresh, stale, sure], CONFIG, NOW)
+    assert sorted(fact.candidate.fact_id for fact in ranked) == ["fresh", "sure"]
+    confidence = {fact.candidate.fact_id: fact.scores["confidence"] for fact in ranked}
+    assert confidence["fresh"] == pytest.approx(0.60)
+    assert confidence["sure"] == pytest.approx(0.95 * 0.95**3)
+    # A floor at or above the threshold keeps every fact whose stored confidence passes.
+    floored = CONFIG.model_copy(update={"confidence_floor": 0.55})
+    assert len(rank_candidates([fresh, stale, sure], floored, NOW)) == 3

@@ -425,6 +425,33 @@ def test_min_confidence_filters_and_config_overrides(read_ctx: ReadContext, memo
     assert "Ana talvez se mude para Berlim" in _texts(everything)
 
 
+def test_min_confidence_filters_on_the_decayed_confidence(read_ctx: ReadContext, memory: MemoryBuilder) -> None:
+    ana = memory.entity("Ana")
+    said = NOW - timedelta(days=400)  # all said long ago; what counts is when memory learnt or heard it again
+    old = memory.fact("Ana toca violino", ana, confidence=0.60, valid_from=said)
+    fresh = memory.fact("Ana toca piano", ana, confidence=0.60, valid_from=said)
+    confirmed = memory.fact(
+        "Ana toca flauta", ana, confidence=0.60, valid_from=said, last_confirmed_at=NOW - timedelta(days=1)
+    )
+    # Stored four weeks ago: 0.60 x 0.95 ** 4 = 0.49 < min_confidence 0.55 unless confirmed since.
+    memory.execute(
+        "UPDATE memory_facts SET created_at = :at WHERE id = ANY(CAST(:ids AS uuid[]))",
+        at=NOW - timedelta(weeks=4),
+        ids=[old, confirmed],
+    )
+    for query in ("Que instrumentos a Ana toca?", "Ana"):  # semantic/keyword, and the entity's links
+        result = retrieve(read_ctx, agent_id=memory.agent_id, query=query, config_overrides={"enable_reranker": False})
+        assert sorted(_texts(result)) == ["Ana toca flauta", "Ana toca piano"], query
+        shown = {fact.fact_text: fact.scores["confidence"] for fact in result.facts}
+        assert shown["Ana toca piano"] == pytest.approx(0.60, abs=1e-3)
+        assert shown["Ana toca flauta"] == pytest.approx(0.60 * 0.95 ** (1 / 7), abs=1e-3)
+    without_decay = retrieve(
+        read_ctx, agent_id=memory.agent_id, query="Ana", config_overrides={"confidence_decay_per_week": 1.0}
+    )
+    assert "Ana toca violino" in _texts(without_decay)
+    assert {fresh, confirmed} <= {fact.fact_id for fact in without_decay.facts}
+
+
 def test_bad_input_raises(read_ctx: ReadContext) -> None:
     with pytest.raises(ConfigOverrideError) as error:
         retrieve(read_ctx, agent_id="a", query="q", config_overrides={"topk_facts": "5"})

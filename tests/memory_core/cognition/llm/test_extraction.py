@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -410,3 +411,25 @@ def test_message_date_naive_is_utc_and_unknown_zone_falls_back_to_utc() -> None:
     assert render_message_date(naive) == "This message was sent on Thursday, February 29, 2024, 23:05 (UTC, UTC+00:00)."
     assert render_message_date(naive, "Not/AZone") == render_message_date(naive)
     assert "Friday, March 1, 2024, 08:05 (Asia/Tokyo, UTC+09:00)" in render_message_date(naive, "Asia/Tokyo")
+
+
+def test_the_relation_retry_needs_relation_retry_min_entities(stub: OpenAIStub, provider: OpenAIChatProvider) -> None:
+    # Four entities, no relation found: a config asking for five before retrying does not retry.
+    stub.handlers["chat"] = BlindScript(relations=[{"relations": []}, RELATIONS_ANSWER])
+
+    outcome = BlindExtractionSkill(provider).run(clara_input(relation_retry_min_entities=5))
+
+    assert stub.call_count == 3
+    assert outcome.output.relation_retry_triggered is False
+    assert outcome.output.relations == []
+
+
+def test_each_extraction_call_is_bounded_by_the_inputs_timeout(stub: OpenAIStub, provider: OpenAIChatProvider) -> None:
+    # The provider would wait 10 s; extraction_timeout_sec (carried by the input) says 0.3 s.
+    stub.enqueue_chat(StubReply.slow(5.0, json.dumps(CLARA_ANSWER)))
+    started = time.perf_counter()
+
+    with pytest.raises(RetryableProviderError, match="timed out"):
+        InformedExtractionSkill(provider).run(clara_input(timeout_s=0.3))
+
+    assert time.perf_counter() - started < 3.0

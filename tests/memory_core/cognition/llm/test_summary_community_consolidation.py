@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 from memory_core.cognition import Skill
 from memory_core.cognition.llm.community import CommunitySkill
 from memory_core.cognition.llm.consolidation import ConsolidationSkill
+from memory_core.cognition.llm.prompts import BACKGROUND_TEXT_IN_ENGLISH
 from memory_core.cognition.llm.summary import SummarySkill
 from memory_core.cognition.maintenance_models import (
     CommunityInput,
@@ -58,7 +59,7 @@ def test_summary_skill_parses_the_answer_and_falls_back_to_rules_on_invalid_json
         "- (2025-05-10) Fernanda trabalha na Orion Tech [work.employer]\n"
         "- (2025-05-10) Fernanda mora em Campinas [location.residence]"
     )
-    assert "language the facts are written in" in request.body["messages"][0]["content"]
+    assert BACKGROUND_TEXT_IN_ENGLISH in request.body["messages"][0]["content"]
 
     rescued = FallbackSkill(skill, OfflineSummarySkill("summarize_cluster")).run(summary_input)
 
