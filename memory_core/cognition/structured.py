@@ -48,7 +48,9 @@ def strict_json_schema(model: type[BaseModel]) -> dict[str, Any] | None:
         schema = to_strict_json_schema(model)
     except (TypeError, ValueError):
         return None
-    _drop_keys(schema, ("default", "title"))
+    # String lengths are keywords strict mode refuses (the whole request would be refused, and the
+    # provider would fall back to JSON mode for every skill); the answer is still validated against them.
+    _drop_keys(schema, ("default", "title", "minLength", "maxLength"))
     return schema if _is_strict(schema) else None
 
 
@@ -60,7 +62,7 @@ def compact_schema(model: type[BaseModel]) -> dict[str, Any]:
 
 
 def _drop_keys(node: Any, names: tuple[str, ...]) -> None:
-    """Remove every ``default`` (strict mode refuses it; every property is required anyway) and ``title``.
+    """Remove the keywords ``names`` from every schema of ``node`` (defaults, titles, string lengths).
 
     Titles only repeat property names; only keyword positions are touched (a property may be named "title").
     """

@@ -96,15 +96,16 @@ Entities: people, organizations, places, products, pets, events, concepts; `type
 place, company: organization, software: product). Each once, by its fullest name, other names in `aliases`. \
 Include the speaker if the message tells about them.
 Facts: each durable or specific piece of information, one short sentence about `subject` (an entity name) that \
-names it, in the message's language, pronouns resolved, relative dates made absolute from the message date. \
+names it, written in the language of the message, pronouns resolved, relative dates made absolute from the \
+message date. \
 Skip what a known fact already says.
 attribute_key: one of {_ATTRIBUTE_KEYS}; else a new `namespace.name`; or null.
 replaces: the # of the known fact it changes or contradicts (new city, employer, partner, ended relation), else \
 null.
 Relations: `source` -> `target` between two entities (never itself), `type` snake_case (works_at, lives_in, \
 partner_of, parent_of, friend_of, member_of, owns, likes...); also state each as a fact.
-updated_profiles: per entity the message teaches about, 1-3 English sentences merging its profile or facts with \
-the news.
+updated_profiles: per entity the message teaches about, 1-3 sentences in English merging its profile or facts \
+with the news.
 emotion: the author's tone (one English word), intensity 0-1, energy; plain facts are neutral.
 {_DIRECTIVE_RULES}
 Small talk and questions revealing nothing give empty lists. Never invent."""

@@ -62,7 +62,7 @@ def test_fact_prompts_carry_the_rules() -> None:
         for must in ("location.residence", "biographical_milestone", "explicit_statement", "speculation"):
             assert must in told
     assert "language of the message" in prompts.BLIND_FACTS_PROMPT
-    assert "message's language" in prompts.INFORMED_EXTRACTION_PROMPT
+    assert "written in the language of the message" in prompts.INFORMED_EXTRACTION_PROMPT
     assert "absolute dates" in prompts.BLIND_FACTS_PROMPT
     assert "relative dates made absolute" in prompts.INFORMED_EXTRACTION_PROMPT
     # Informed extraction says which numbered known fact a new one replaces (reconciliation reuses it).
@@ -88,7 +88,8 @@ class _Silent:
 
 def test_the_extraction_prompt_stays_compact() -> None:
     # Every message pays for the prompt and its strict schema: about 4 characters a token. Before
-    # issue 36 they were 1,559 tokens (the prompt, then the schema written into it).
+    # issue 36 they were 1,559 tokens (the prompt, then the schema written into it); ~950 when measured
+    # (ops/bench/RESULTS.md), ~1,080 since extraction also finds directives.
     informed = InformedExtractionSkill(_Silent()).llm
     schema = json.dumps(informed.response_format["json_schema"]["schema"], separators=(",", ":"))
-    assert (len(informed.system_message) + len(schema)) / 4 < 1_000
+    assert (len(informed.system_message) + len(schema)) / 4 < 1_100
