@@ -170,7 +170,7 @@ class MemoryConfig(BaseModel):
         10,
         ge=0,
         le=200,
-        description="Existing facts loaded per known entity as extraction context when it has no profile.",
+        description="Existing facts loaded per known entity as extraction context (numbered, after its profile).",
     )
     informed_extraction_context_budget_tokens: int = Field(
         800,

@@ -10,7 +10,7 @@ from typing import Generic
 from pydantic import ValidationError
 
 from memory_core.cognition.skill import InputT, OutputT, SkillOutcome, SkillOutputError
-from memory_core.cognition.structured import JSON_MODE, response_format_for
+from memory_core.cognition.structured import JSON_MODE, compact_schema, response_format_for, schema_instruction
 from memory_core.providers.protocols import LLMProvider, LLMResult, strip_code_fences
 
 __all__ = ["JSON_MODE", "LLMSkill"]
@@ -22,12 +22,13 @@ _SHOWN_SCHEMA_ERRORS = 3
 class LLMSkill(Generic[InputT, OutputT]):
     """A :class:`~memory_core.cognition.skill.Skill` answered by an LLM as JSON, with structured outputs.
 
-    The system message is ``system_prompt`` followed by the output model's JSON
-    schema, the same bytes for every call (what providers' prefix caches key on); the
-    user message, ``render_user(skill_input)``, comes last and alone varies. The request
-    asks for a strict JSON schema generated from ``output_model`` where the model can be
+    The system message is ``system_prompt`` (followed by the output model's JSON schema when
+    the skill asks for JSON mode), the same bytes for every call (what providers' prefix caches
+    key on); the user message, ``render_user(skill_input)``, comes last and alone varies. The
+    request asks for a strict JSON schema generated from ``output_model`` where the model can be
     strict, else JSON mode (:func:`~memory_core.cognition.structured.response_format_for`);
-    the provider falls back when the endpoint refuses it. Whatever came back is unwrapped
+    the provider falls back when the endpoint refuses it, and then writes the schema into the
+    system message itself. Whatever came back is unwrapped
     from any code fence (or the prose around an object) and validated with
     ``output_model.model_validate_json``.
 
@@ -56,13 +57,13 @@ class LLMSkill(Generic[InputT, OutputT]):
         self.provider = provider
         self.temperature = temperature
         self.max_tokens = max_tokens
-        schema = json.dumps(output_model.model_json_schema(), ensure_ascii=False, separators=(",", ":"))
         self.response_format = response_format_for(name, output_model)
-        self._system_message = (
-            f"{system_prompt.rstrip()}\n\n"
-            "Reply with one JSON object, and nothing else, that validates against this JSON Schema:\n"
-            f"{schema}"
-        )
+        if self.response_format.get("type") == "json_schema":
+            # The schema travels in response_format (or Claude's tool): written here too, it would be paid twice.
+            # A provider that falls back to JSON mode adds it to the system message (see the providers).
+            self._system_message = system_prompt.rstrip()
+        else:
+            self._system_message = f"{system_prompt.rstrip()}\n\n{schema_instruction(compact_schema(output_model))}"
 
     @property
     def name(self) -> str:

@@ -8,7 +8,7 @@ JSON-friendly and every model round-trips through ``model_dump(mode="json")``.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -33,6 +33,18 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
+def without_description(schema: dict[str, Any]) -> None:
+    """``json_schema_extra`` of answer models whose docstring is for developers: the prompt says it already.
+
+    Every call pays for the output schema's tokens; the extraction skills' prompts describe each field.
+    """
+    schema.pop("description", None)
+
+
+#: The configuration of such answer models.
+ANSWER_CONFIG = ConfigDict(extra="ignore", json_schema_extra=without_description)
+
+
 # --- emotion ---------------------------------------------------------------------------
 
 
@@ -44,6 +56,8 @@ class EmotionInput(_Model):
 
 class EmotionOutput(_Model):
     """Primary emotion label, its intensity in [0, 1], and the speaker's energy."""
+
+    model_config = ANSWER_CONFIG
 
     emotion: str = "neutral"
     intensity: float = Field(default=0.0, ge=0.0, le=1.0)
@@ -92,6 +106,8 @@ class ExtractionInput(_Model):
 class ExtractedEntity(_Model):
     """An entity the message names; ``aliases`` are other names used for it in the message."""
 
+    model_config = ANSWER_CONFIG
+
     name: str
     type: str = "other"
     aliases: list[str] = Field(default_factory=list)
@@ -106,10 +122,19 @@ class ExtractedFact(_Model):
     action: FactAction = "NEW"
     importance_category: ImportanceCategory | None = None
     confidence_level: ConfidenceLevel | None = None
+    replaces_fact_id: str | None = Field(
+        default=None, description="the known fact shown to informed extraction that this one supersedes"
+    )
+    judged: bool = Field(
+        default=False,
+        description="informed extraction compared it with the known facts it was shown (reconciliation may reuse that)",
+    )
 
 
 class ExtractedRelation(_Model):
     """A directed edge between two entity names, ``type`` in snake_case (works_at, lives_in...)."""
+
+    model_config = ANSWER_CONFIG
 
     source: str
     target: str

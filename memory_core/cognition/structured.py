@@ -21,7 +21,16 @@ from typing import Any
 
 from pydantic import BaseModel
 
-__all__ = ["JSON_MODE", "json_schema_format", "response_format_for", "strict_json_schema"]
+from memory_core.providers.protocols import schema_instruction
+
+__all__ = [
+    "JSON_MODE",
+    "compact_schema",
+    "json_schema_format",
+    "response_format_for",
+    "schema_instruction",
+    "strict_json_schema",
+]
 
 JSON_MODE: dict[str, str] = {"type": "json_object"}
 
@@ -39,19 +48,36 @@ def strict_json_schema(model: type[BaseModel]) -> dict[str, Any] | None:
         schema = to_strict_json_schema(model)
     except (TypeError, ValueError):
         return None
-    _drop_defaults(schema)
+    # String lengths are keywords strict mode refuses (the whole request would be refused, and the
+    # provider would fall back to JSON mode for every skill); the answer is still validated against them.
+    _drop_keys(schema, ("default", "title", "minLength", "maxLength"))
     return schema if _is_strict(schema) else None
 
 
-def _drop_defaults(node: Any) -> None:
-    """Remove every ``default`` (strict mode refuses them; every property is required anyway)."""
+def compact_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """``model``'s JSON schema without titles (a prompt pays for every token of it)."""
+    schema = model.model_json_schema()
+    _drop_keys(schema, ("title",))
+    return schema
+
+
+def _drop_keys(node: Any, names: tuple[str, ...]) -> None:
+    """Remove the keywords ``names`` from every schema of ``node`` (defaults, titles, string lengths).
+
+    Titles only repeat property names; only keyword positions are touched (a property may be named "title").
+    """
     if isinstance(node, dict):
-        node.pop("default", None)
-        for value in node.values():
-            _drop_defaults(value)
+        for name in names:
+            node.pop(name, None)
+        for key, value in node.items():
+            if key in ("properties", "$defs"):
+                for child in value.values():
+                    _drop_keys(child, names)
+            else:
+                _drop_keys(value, names)
     elif isinstance(node, list):
         for value in node:
-            _drop_defaults(value)
+            _drop_keys(value, names)
 
 
 def _is_strict(node: Any) -> bool:

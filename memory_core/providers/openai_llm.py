@@ -13,7 +13,7 @@ import threading
 from typing import TYPE_CHECKING, Any, cast
 
 from memory_core.providers.errors import ProviderError, ProviderRequestError, ProviderResponseError, translate_sdk_error
-from memory_core.providers.protocols import LLMResult, TokenUsage
+from memory_core.providers.protocols import LLMResult, TokenUsage, schema_instruction
 
 if TYPE_CHECKING:
     import openai
@@ -75,6 +75,25 @@ def _refuses_format(error: ProviderError) -> bool:
         and error.status_code in (400, 422)
         and bool(_FORMAT_REFUSAL.search(str(error)))
     )
+
+
+def _with_schema(
+    messages: list[dict[str, str]], asked: dict[str, Any] | None, sent: dict[str, Any] | None
+) -> list[dict[str, str]]:
+    """``messages``, with the asked JSON schema written into the system message when it is not sent as one.
+
+    A skill asking for a strict schema leaves it out of its prompt (the endpoint gets it in
+    ``response_format``); an endpoint that refused it must still be told what to answer.
+    """
+    if asked is None or asked.get("type") != "json_schema" or (sent is not None and sent.get("type") == "json_schema"):
+        return messages
+    schema = (asked.get("json_schema") or {}).get("schema")
+    if not isinstance(schema, dict):
+        return messages
+    note = schema_instruction(schema)
+    if messages and messages[0].get("role") == "system":
+        return [{**messages[0], "content": f"{messages[0].get('content', '').rstrip()}\n\n{note}"}, *messages[1:]]
+    return [{"role": "system", "content": note}, *messages]
 
 
 class OpenAIChatProvider:
@@ -145,7 +164,13 @@ class OpenAIChatProvider:
         level, sent_format = self._format_for(response_format)
         while True:
             try:
-                completion = self._create(messages, temperature, sent_format, max_tokens, timeout_s)
+                completion = self._create(
+                    _with_schema(messages, response_format, sent_format),
+                    temperature,
+                    sent_format,
+                    max_tokens,
+                    timeout_s,
+                )
                 break
             except ProviderError as error:
                 if sent_format is None or not _refuses_format(error):

@@ -6,6 +6,7 @@ workers and from sync FastAPI handlers, where an event loop would only add a hop
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -15,6 +16,7 @@ __all__ = [
     "LLMProvider",
     "LLMResult",
     "TokenUsage",
+    "schema_instruction",
     "strip_code_fences",
 ]
 
@@ -138,3 +140,9 @@ def strip_code_fences(text: str) -> str:
     if embedded is not None:
         return embedded.group(1).strip()
     return stripped
+
+
+def schema_instruction(schema: dict[str, Any]) -> str:
+    """The system-prompt paragraph asking for JSON matching ``schema`` (JSON mode, or no structured output)."""
+    text = json.dumps(schema, ensure_ascii=False, separators=(",", ":"))
+    return f"Reply with one JSON object, and nothing else, that validates against this JSON Schema:\n{text}"

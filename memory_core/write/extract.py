@@ -26,6 +26,7 @@ from memory_core.cognition.models import (
 )
 from memory_core.config import MemoryConfig
 from memory_core.write import repository
+from memory_core.write.attribute_keys import is_single_valued
 from memory_core.write.context import WriteContext
 from memory_core.write.directives import detect_offline, plan_directives
 from memory_core.write.naming import fold
@@ -46,6 +47,17 @@ class ExtractionResult:
     emotion: EmotionOutput | None
 
 
+def lookup_grams(message: str, speaker: str | None) -> list[str]:
+    """The strings an alias of a known entity could be: the message's word runs, and the speaker's name.
+
+    The speaker is known context of every message: "I moved to Porto" is about them without naming them.
+    """
+    grams = repository.message_ngrams(message)
+    if speaker and speaker.strip():
+        grams.append(speaker)
+    return grams
+
+
 def known_entities_for(
     session: Session,
     agent_id: str,
@@ -54,14 +66,19 @@ def known_entities_for(
     config: MemoryConfig,
     *,
     lookup: repository.KnownAliases | None = None,
+    speaker: str | None = None,
 ) -> list[KnownEntity]:
-    """Alias lookup (no LLM) then pre-retrieval: each known entity's profile, else its closest facts.
+    """Alias lookup (no LLM) then pre-retrieval: each known entity's profile and facts (the speaker's too).
 
     The context budget (``informed_extraction_context_budget_tokens``) is shared by the
-    entities found, in the order they appear in the message. ``lookup`` answers the alias and
-    entity lookups when the chunk read them already (:func:`chunk_known_aliases`).
+    entities found, in the order they appear in the message (the speaker first). An entity with
+    no profile shows its ``informed_extraction_topk`` closest facts; one with a profile shows the
+    profile, then the facts a new fact of this message could change: the closer half of those and
+    any of them holding a single-valued slot (city, employer, partner...). Facts are numbered in the prompt, so
+    extraction says which one a new fact replaces. ``lookup`` answers the alias and entity lookups
+    when the chunk read them already (:func:`chunk_known_aliases`).
     """
-    grams = repository.message_ngrams(message)
+    grams = lookup_grams(message, speaker)
     if lookup is not None:
         found = lookup.aliases_for(agent_id, grams)
     else:
@@ -90,33 +107,41 @@ def known_entities_for(
         entity = KnownEntity(
             name=mention_of[key], canonical_key=key, display_name=row.display_name, entity_type=row.entity_type
         )
+        used = 0
         if row.profile_text:
-            entity.profile_text = row.profile_text[:per_entity]
-        else:
-            used = 0
-            for fact in repository.closest_active_facts(
-                session, agent_id, key, message_vector, limit=config.informed_extraction_topk
-            ):
-                if used + len(fact.text) > per_entity:
-                    break
-                used += len(fact.text)
-                entity.facts.append(KnownFact(fact_id=fact.fact_id, text=fact.text, attribute_key=fact.attribute_key))
+            # Half the entity's share at most: the facts that matter come after it.
+            entity.profile_text = row.profile_text[: per_entity // 2]
+            used = len(entity.profile_text)
+        closest = repository.closest_active_facts(
+            session, agent_id, key, message_vector, limit=config.informed_extraction_topk
+        )
+        for rank, fact in enumerate(closest):
+            if row.profile_text and rank >= len(closest) // 2 and not is_single_valued(fact.attribute_key):
+                continue  # the profile tells it already, and it is among the farthest from this message
+            if used + len(fact.text) > per_entity:
+                break
+            used += len(fact.text)
+            entity.facts.append(KnownFact(fact_id=fact.fact_id, text=fact.text, attribute_key=fact.attribute_key))
         known.append(entity)
     return known
 
 
 def chunk_known_aliases(
-    session: Session, messages: Sequence[tuple[str, str]], config_of: Sequence[MemoryConfig]
+    session: Session,
+    messages: Sequence[tuple[str, str]],
+    config_of: Sequence[MemoryConfig],
+    speakers: Sequence[str] | None = None,
 ) -> repository.KnownAliases:
-    """The alias and entity lookups of a chunk's (agent, message) pairs, in one statement.
+    """The alias and entity lookups of a chunk's (agent, message) pairs (and their speakers), in one statement.
 
     Only messages whose config extracts informed ask anything (blind extraction reads no memory).
     """
+    said_by = list(speakers) if speakers is not None else [""] * len(messages)
     return repository.known_aliases(
         session,
         (
-            (agent_id, repository.message_ngrams(message))
-            for (agent_id, message), config in zip(messages, config_of, strict=True)
+            (agent_id, lookup_grams(message, speaker))
+            for (agent_id, message), config, speaker in zip(messages, config_of, said_by, strict=True)
             if config.enable_informed_extraction
         ),
     )
@@ -220,7 +245,9 @@ def prepare_extraction(
     started = time.perf_counter()
     informed = config.enable_informed_extraction
     known = (
-        known_entities_for(session, agent_id, message, event_vector, config, lookup=known_aliases) if informed else []
+        known_entities_for(session, agent_id, message, event_vector, config, lookup=known_aliases, speaker=speaker)
+        if informed
+        else []
     )
     trace.append(
         TraceStep(

@@ -210,6 +210,8 @@ def prepare_facts(
                 confidence=confidence,
                 source_context=source_context,
                 embedding=vector,
+                replaces_fact_id=fact.replaces_fact_id,
+                judged=fact.judged,
             )
         )
         kept_vectors.append(vector)

@@ -37,7 +37,13 @@ from memory_core.write.extract import (
     informed_cache_key,
     prepare_extraction,
 )
-from memory_core.write.reconcile import CANDIDATES_PER_FACT, candidate_queries, reconcile_facts, reconcile_requests
+from memory_core.write.reconcile import (
+    CANDIDATES_PER_FACT,
+    candidate_queries,
+    reconcile_facts,
+    reconcile_requests,
+    shown_fact_ids,
+)
 from memory_core.write.reconcile_batching import ReconcileMember, reconcile_in_batches
 from memory_core.write.repository import FactRow, KnownAliases, closest_active_facts_many
 from memory_core.write.resolve import resolve_entities, speaker_entity
@@ -307,6 +313,7 @@ def _compute_reconcile(
         cache=cache,
         candidates=item.candidates,
         batch_tokens=batch_tokens,
+        shown=shown_fact_ids(item.extract.known_entities),
     )
     return _Computed(_stage_completion(run, output, started))
 
@@ -357,6 +364,7 @@ def _reconcile_batched(
                 occurred_at_iso=run.occurred_at.isoformat(),
                 config=ctx.config_for(run.options, run.agent_config),
                 candidates=item.candidates,
+                shown=shown_fact_ids(item.extract.known_entities),
             )
         except Exception:  # noqa: S112 - its own computation raises it again, failing that run alone
             continue
@@ -483,6 +491,7 @@ def _compute_all(
             session,
             [(run.agent_id, run.text) for run in ready],
             [ctx.config_for(run.options, run.agent_config) for run in ready],
+            [run.speaker for run in ready],
         )
         if _batching(ctx):
             return _extract_batched(ctx, session, ready, outcomes, known)
@@ -868,6 +877,7 @@ def dry_run(
             speaker_key=speaker_key,
             occurred_at_iso=at.isoformat(),
             config=config,
+            shown=shown_fact_ids(extraction.output.known_entities),
         )
     event_id = uuid.uuid4()
     session = ctx.sessions()

@@ -18,7 +18,8 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
-from memory_core.cognition.models import ExistingFact, ReconcileInput, ReconcileOutput
+from memory_core.cognition.models import ExistingFact, KnownEntity, ReconcileAction, ReconcileInput, ReconcileOutput
+from memory_core.cognition.offline.reconciliation import retracts
 from memory_core.config import MemoryConfig
 from memory_core.write import repository
 from memory_core.write.attribute_keys import is_single_valued
@@ -88,6 +89,34 @@ def _relevant(
     ]
 
 
+def shown_fact_ids(known: Sequence[KnownEntity]) -> frozenset[str]:
+    """The ids of the known facts informed extraction was shown for a message."""
+    return frozenset(fact.fact_id for entity in known for fact in entity.facts)
+
+
+def judged_by_extraction(
+    fact: PreparedFact, relevant: Sequence[repository.FactRow], shown: frozenset[str]
+) -> tuple[ReconcileAction, str | None] | None:
+    """The decision informed extraction already made for ``fact``, when it saw every fact that matters.
+
+    Extraction was shown numbered known facts and said which one, if any, each new fact replaces.
+    When every candidate worth a decision was among them, that judgement is the decision a
+    reconcile call would be asked for: UPDATE of the replaced fact, else ADD (a repeat is still
+    caught as a duplicate by upsert). Otherwise, a retraction (which DELETEs rather than
+    replaces) or a replaced fact that is no candidate: ``None``, and the reconcile skill decides.
+    """
+    if not fact.judged or not relevant:
+        return None
+    ids = {candidate.fact_id for candidate in relevant}
+    if not ids <= shown or retracts(fact.text):
+        return None
+    if fact.replaces_fact_id is None:
+        return "ADD", None
+    if fact.replaces_fact_id in ids:
+        return "UPDATE", fact.replaces_fact_id
+    return None
+
+
 def _skill_input(
     fact: PreparedFact, entity: ResolvedEntity, relevant: Sequence[repository.FactRow], occurred_at: datetime
 ) -> ReconcileInput:
@@ -127,10 +156,12 @@ def reconcile_requests(
     occurred_at_iso: str,
     config: MemoryConfig,
     candidates: Sequence[Sequence[repository.FactRow]],
+    shown: frozenset[str] = frozenset(),
 ) -> list[ReconcileRequest]:
     """The skill calls :func:`reconcile_facts` would make for these facts and ``candidates``, same inputs.
 
-    The fast path's facts (nothing similar) are not among them.
+    The fast path's facts (nothing similar) and those extraction judged already (``shown``: the
+    known facts it saw, see :func:`judged_by_extraction`) are not among them.
     """
     if len(candidates) != len(facts):
         raise ValueError(f"{len(candidates)} candidate lists for {len(facts)} facts")
@@ -138,7 +169,7 @@ def reconcile_requests(
     requests: list[ReconcileRequest] = []
     for index, (fact, found) in enumerate(zip(facts, candidates, strict=True)):
         relevant = _relevant(fact, found, config)
-        if relevant:
+        if relevant and judged_by_extraction(fact, relevant, shown) is None:
             entity = entity_for(fact.subject, entities, speaker_key)
             requests.append(
                 ReconcileRequest(index, reconcile_cache_key(index), _skill_input(fact, entity, relevant, occurred_at))
@@ -159,13 +190,16 @@ def reconcile_facts(
     cache: SkillCache | None = None,
     candidates: Sequence[Sequence[repository.FactRow]] | None = None,
     batch_tokens: TokenCount | None = None,
+    shown: frozenset[str] = frozenset(),
 ) -> ReconcileStageOutput:
     """One decision per fact, in the facts' order.
 
     ``candidates``: the results of :func:`candidate_queries` for these facts, when read already
     (one statement for a chunk's messages); otherwise each fact's are read here.
     ``batch_tokens``: this message's share of the batched calls that left its decisions in
-    ``cache`` (see :mod:`memory_core.write.reconcile_batching`).
+    ``cache`` (see :mod:`memory_core.write.reconcile_batching`). ``shown``: the known facts
+    informed extraction was shown (:func:`shown_fact_ids`); a fact it judged against all its
+    candidates costs no call (:func:`judged_by_extraction`).
     """
     started = time.perf_counter()
     occurred_at = datetime.fromisoformat(occurred_at_iso)
@@ -173,6 +207,7 @@ def reconcile_facts(
     decisions: list[FactDecision] = []
     skill_calls = 0
     batched = 0
+    extraction_decided = 0
     if candidates is not None and len(candidates) != len(facts):
         raise ValueError(f"{len(candidates)} candidate lists for {len(facts)} facts")
     for index, fact in enumerate(facts):
@@ -208,6 +243,13 @@ def reconcile_facts(
             decision.reason = "fast path: nothing similar"
             decisions.append(decision)
             continue
+        judged = judged_by_extraction(fact, relevant, shown)
+        if judged is not None:
+            decision.action, decision.target_fact_id = judged
+            decision.reason = "decided by informed extraction, which saw every candidate"
+            extraction_decided += 1
+            decisions.append(decision)
+            continue
         skill_calls += 1
         key = reconcile_cache_key(index)
         if cache is not None and isinstance((cache.get(key) or {}).get("batch"), dict):
@@ -239,6 +281,7 @@ def reconcile_facts(
             data={
                 "skill_calls": skill_calls,
                 **({"batched": batched} if batched else {}),
+                **({"decided_by_extraction": extraction_decided} if extraction_decided else {}),
                 "decisions": [{"text": d.text, "action": d.action, "target": d.target_fact_id} for d in decisions],
             },
         )

@@ -150,6 +150,9 @@ class PreparedFact(_Stored):
     confidence: float = 0.6
     source_context: str | None = None
     embedding: Embedding = None
+    # Informed extraction's own judgement against the known facts it was shown (see reconcile).
+    replaces_fact_id: str | None = None
+    judged: bool = False
 
 
 DirectiveAction = Literal["add", "reinforce", "supersede"]

@@ -459,26 +459,33 @@ class Applier:
         target = decision.target_fact_id
         assert target is not None
         # The earliest statement of a repeated fact keeps its wording and start, whatever order
-        # the repetitions are processed in.
+        # the repetitions are processed in (at the same instant, as a conversation's session dates
+        # its turns, the lowest wording). The wording comes with its message, speaker and vector:
+        # a text taken from one message must never name another as its source.
+        earlier = "(:at < valid_from OR (:at = valid_from AND :text < fact_text))"
         self.session.execute(
             sql(
-                """
+                f"""
                 UPDATE memory_facts SET
                     reinforcement_count = reinforcement_count + 1,
                     last_confirmed_at = GREATEST(COALESCE(last_confirmed_at, :at), :at),
                     confidence = GREATEST(confidence, :confidence),
-                    fact_text = CASE WHEN :at < valid_from OR (:at = valid_from AND :text < fact_text)
-                                     THEN :text ELSE fact_text END,
-                    source_event_id = CASE WHEN :at < valid_from THEN CAST(:event AS uuid) ELSE source_event_id END,
+                    fact_text = CASE WHEN {earlier} THEN :text ELSE fact_text END,
+                    source_event_id = CASE WHEN {earlier} THEN CAST(:event AS uuid) ELSE source_event_id END,
+                    speaker = CASE WHEN {earlier} THEN :speaker ELSE speaker END,
+                    embedding_vec = CASE WHEN {earlier} THEN COALESCE(CAST(:vec AS vector), embedding_vec)
+                                         ELSE embedding_vec END,
                     valid_from = LEAST(valid_from, :at)
                 WHERE id = :id AND agent_id = :agent
-                """
+                """  # noqa: S608 - the interpolated text is the constant condition above
             ),
             {
                 "at": self.occurred_at,
                 "confidence": decision.confidence,
                 "text": decision.text,
                 "event": str(self.run.event_id),
+                "speaker": self.run.speaker[:256],
+                "vec": vector_param(decision.embedding),
                 "id": target,
                 "agent": self.agent_id,
             },

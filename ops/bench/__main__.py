@@ -51,6 +51,20 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="phase 3 alone: the LLM stub workloads with batching off and on, side by side",
     )
+    ingest.add_argument(
+        "--llm-fraction",
+        type=float,
+        default=1.0,
+        metavar="F",
+        help="run the LLM phases' burst and LoCoMo import at this fraction of their size (a busy machine)",
+    )
+    ingest.add_argument(
+        "--baseline",
+        default=None,
+        metavar="COMMIT",
+        help="the service version whose LLM stub phases run first as the reference of the cost targets "
+        "(default: the last commit before issue 36; 'none': batching off is the reference)",
+    )
     retrieve = sub.add_parser(
         "retrieve",
         help="read path: retrieve latency, throughput and semantic recall at 1k/10k/100k facts in a 1M-fact table",
@@ -156,8 +170,9 @@ def main(argv: list[str] | None = None) -> int:
 
     install_stop_signals()
     if args.benchmark == "ingest":
-        from ops.bench.ingest import run_ingest_benchmark
+        from ops.bench.ingest import BASELINE_COMMIT, run_ingest_benchmark
 
+        chosen = args.baseline or BASELINE_COMMIT
         return run_ingest_benchmark(
             quick=args.quick,
             keep_home=args.keep_home,
@@ -166,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
             env=dict(args.env),
             llm_env=dict(args.llm_env),
             llm_only=args.llm_only,
+            baseline=None if chosen.lower() == "none" else chosen,
+            llm_fraction=args.llm_fraction,
         )
     if args.benchmark == "retrieve":
         from ops.bench.retrieve import run_retrieve_benchmark

@@ -25,6 +25,8 @@ import re
 import shutil
 import signal
 import socket
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -349,6 +351,20 @@ class StatementStats:
         return lines
 
 
+@contextlib.contextmanager
+def checkout(commit: str) -> Iterator[Path]:
+    """The files of ``commit`` of this repository in a temporary folder (removed afterwards)."""
+    folder = Path(tempfile.mkdtemp(prefix="arandu-baseline-"))
+    try:
+        archive = subprocess.run(
+            ["git", "archive", "--format=tar", commit], cwd=PROJECT_ROOT, check=True, capture_output=True
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True, capture_output=True)
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 class BenchStack:
     """The whole stack of ``./ops/dev`` in a fresh temporary ``ARANDU_HOME`` with free ports.
 
@@ -424,11 +440,15 @@ class BenchStack:
         env: Mapping[str, str] | None = None,
         unset: Sequence[str] = (),
         flush_broker: bool = True,
+        code_root: Path | None = None,
     ) -> float:
         """Stop the service's processes, then start them on a fresh ``database`` with changed settings.
 
         The embedded servers keep running. The broker is emptied first (``flush_broker``), so
-        no task of an earlier phase reaches the new processes. Returns seconds until ready.
+        no task of an earlier phase reaches the new processes. ``code_root``: a checkout of
+        another version of the service (see :func:`checkout`) whose code migrates the database
+        and runs the processes (an A/B against that version); ``None`` is this checkout's code.
+        Returns seconds until ready.
         """
         from memory_core.db.migrate import upgrade
         from memory_core.settings import load_settings
@@ -446,10 +466,25 @@ class BenchStack:
         for name in unset:
             stack.env.pop(name, None)
             os.environ.pop(name, None)
+        # Another version's modules come first on the path of the children (PYTHONSAFEPATH: the
+        # current directory, this checkout, is not put in front of them).
+        for name in ("PYTHONPATH", "PYTHONSAFEPATH"):
+            stack.env.pop(name, None)
+        if code_root is not None:
+            changes.update({"PYTHONPATH": str(code_root), "PYTHONSAFEPATH": "1"})
         stack.env.update(changes)
-        os.environ.update(changes)
+        os.environ.update({name: value for name, value in changes.items() if not name.startswith("PYTHON")})
         settings = load_settings()
-        upgrade(settings)
+        if code_root is None:
+            upgrade(settings)
+        else:
+            subprocess.run(
+                [sys.executable, "-m", "memory_core.db.migrate", "upgrade"],
+                env=stack.env,
+                cwd=code_root,
+                check=True,
+                capture_output=True,
+            )
         stack.start_processes(settings)
         stack.wait_ready(settings)
         return time.monotonic() - started

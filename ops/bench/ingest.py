@@ -19,6 +19,8 @@ Peak stack memory (PSS) is reported beside each phase, and the idle memory after
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -49,6 +51,7 @@ from ops.bench.common import (
     MemorySampler,
     StatementStats,
     append_results,
+    checkout,
     machine_info,
     markdown_table,
     mib,
@@ -717,6 +720,8 @@ _PROFILE_LINE = re.compile(
     r'^- (?P<name>.+?) \([^)]*\)(?:, called "[^"]*" in the message)?\. Profile: (?P<profile>.+)$'
 )
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_KNOWN_LABEL = re.compile(r"^- (?P<name>.+?) \([^)]*\)")
+_KNOWN_FACT = re.compile(r"^#(?P<number>\d+) (?P<text>.*?)(?: \((?P<key>[a-z_.]+)\))?$")
 _BATCH_SECTION = re.compile(r"^### Message (\d+)$", re.MULTILINE)
 _BATCH_FACT = re.compile(r"^### Fact (\d+)$", re.MULTILINE)
 
@@ -766,12 +771,24 @@ class StubModel:
         # Extraction calls spent on messages that carry nothing to remember (small talk, replies).
         self.chatter_calls = 0
         self._lock = threading.Lock()
+        # The OpenAIStub answering with this model (set once it is started): its usage sums.
+        self.stub: Any = None
 
     def reset(self) -> None:
-        """Forget the call counts."""
+        """Forget the call counts (and the stub's usage sums, when it serves through this model)."""
         with self._lock:
             self.calls.clear()
             self.chatter_calls = 0
+        if self.stub is not None:
+            with self.stub._lock:
+                self.stub.chat_usage.clear()
+
+    def served(self) -> Counter[str]:
+        """The stub's usage sums since the last reset: prompt, completion and cached tokens."""
+        if self.stub is None:
+            return Counter()
+        with self.stub._lock:
+            return Counter(self.stub.chat_usage)
 
     def counts(self) -> Counter[str]:
         """Calls by skill so far (a copy)."""
@@ -783,6 +800,9 @@ class StubModel:
         system = next((str(m.get("content", "")) for m in messages if m.get("role") == "system"), "")
         user = next((str(m.get("content", "")) for m in reversed(messages) if m.get("role") == "user"), "")
         kind = prompt_kind(system)
+        # Today's skills ask for a strict schema (profiles as a list, facts naming what they replace);
+        # the service before issue 36 asked for JSON mode with a mapping of profiles.
+        strict = (body.get("response_format") or {}).get("type") == "json_schema"
         if kind == "extract_batch":
             # A call shared by several messages is spent on information if any of them carries some.
             chatter = all(not self._understand(part)[1].facts for _, part in self._batch_parts(user))
@@ -791,7 +811,7 @@ class StubModel:
         with self._lock:
             self.calls[kind] += 1
             self.chatter_calls += 1 if chatter else 0
-        return json.dumps(self.answer(kind, user), ensure_ascii=False)
+        return json.dumps(self.answer(kind, user, strict=strict), ensure_ascii=False)
 
     def _understand(self, user: str) -> tuple[str, Annotation]:
         speaker_match = _SPEAKER_LINE.search(user)
@@ -807,13 +827,13 @@ class StubModel:
         pieces = _BATCH_SECTION.split(user)[1:]
         return [(int(number), body) for number, body in zip(pieces[::2], pieces[1::2], strict=True)]
 
-    def answer(self, kind: str, user: str) -> dict[str, Any]:
+    def answer(self, kind: str, user: str, *, strict: bool = False) -> dict[str, Any]:
         """The JSON a model would answer to ``kind`` for the rendered ``user`` message."""
         if kind == "extract_batch":
             known = user.split("### Message", 1)[0]
             return {
                 "messages": [
-                    {"index": number, **self.answer("extract_informed", known + part)}
+                    {"index": number, **self.answer("extract_informed", known + part, strict=strict)}
                     for number, part in self._batch_parts(user)
                 ]
             }
@@ -857,13 +877,50 @@ class StubModel:
             return {"facts": [{**fact, "action": "NEW"} for fact in facts]}
         if kind == "extract_blind.relations":
             return {"relations": relations}
+        profiles = self._profiles(user, note)
+        if not strict:
+            return {
+                "entities": entities,
+                "facts": facts,
+                "relations": relations,
+                "updated_profiles": profiles,
+                "emotion": emotion,
+            }
+        numbered = self._numbered(user)
+        for fact, fact_note in zip(facts, note.facts, strict=True):
+            del fact["action"]
+            # What it replaces: the subject's known fact in the same slot, when the message changes it.
+            fact["replaces"] = next(
+                (
+                    number
+                    for number, (owner, key) in numbered.items()
+                    if fact_note.action == "UPDATE" and owner == fact_note.subject and key == fact_note.attribute_key
+                ),
+                None,
+            )
         return {
             "entities": entities,
             "facts": facts,
             "relations": relations,
-            "updated_profiles": self._profiles(user, note),
+            "updated_profiles": [{"entity": name, "profile": text} for name, text in profiles.items()],
             "emotion": emotion,
         }
+
+    @staticmethod
+    def _numbered(user: str) -> dict[int, tuple[str, str | None]]:
+        """The known facts of a prompt: number -> (its entity's name, its attribute key)."""
+        numbered: dict[int, tuple[str, str | None]] = {}
+        owner = ""
+        for line in user.split("### Message", 1)[0].splitlines():
+            stripped = line.strip()
+            label = _KNOWN_LABEL.match(stripped) if line.startswith("- ") else None
+            if label is not None:
+                owner = label.group("name")
+                continue
+            fact = _KNOWN_FACT.match(stripped) if line.startswith("  #") else None
+            if fact is not None:
+                numbered[int(fact.group("number"))] = (owner, fact.group("key"))
+        return numbered
 
     @staticmethod
     def _profiles(user: str, note: Annotation) -> dict[str, str]:
@@ -1115,8 +1172,9 @@ class Sizes:
     locomo_fraction: float = 1.0
     # Caps on the waits, so that a stalled pipeline still ends the run well under 15 minutes.
     e2e_timeout_s: float = 180.0
-    llm_timeout_s: float = 120.0
-    locomo_timeout_s: float = 180.0
+    llm_timeout_s: float = 180.0
+    # Three modes of the LLM phases import LoCoMo one after the other, the first one unbatched.
+    locomo_timeout_s: float = 300.0
 
     @classmethod
     def quick(cls) -> Sizes:
@@ -1705,7 +1763,11 @@ def phase_locomo(
 # LLM batching: the stub phases with batching off and on, side by side
 # =====================================================================================
 
+# The service before issue 36 (the last commit of main before its first merge): its calls and
+# tokens are the "today" the targets are ratios of, measured in the same run on the same stub.
+BASELINE_COMMIT = "7851838"
 BATCH_MODES = (("unbatched", "false"), ("batched", "true"))
+BASELINE_MODE = "pre-issue"
 TARGET_CALLS_PER_MESSAGE_BURST = 0.5
 TARGET_CALLS_PER_MESSAGE_PACED = 1.0
 TARGET_TOKEN_RATIO = 0.7
@@ -1740,6 +1802,27 @@ class ModeFigures:
     unexplained_facts: int = 0
     breakdown: str = ""
     foreign_examples: list[str] = field(default_factory=list)
+    # What the stub served (OpenAI's prompt-cache rule simulated): prompt and cached prompt tokens.
+    served_prompt: int = 0
+    served_cached: int = 0
+    served_completion: int = 0
+
+    def serve(self, served: Counter[str]) -> None:
+        """Take the stub's usage sums of this workload."""
+        self.served_prompt = served["prompt_tokens"]
+        self.served_cached = served["cached_tokens"]
+        self.served_completion = served["completion_tokens"]
+
+    @property
+    def cached_share(self) -> float:
+        """Share of the prompt tokens OpenAI's prompt cache would have served."""
+        return self.served_cached / self.served_prompt if self.served_prompt else math.nan
+
+    @property
+    def billed_per_message(self) -> float:
+        """Tokens per message with cached prompt tokens at half price (OpenAI's discount for gpt-4o-mini)."""
+        billed = self.served_prompt - self.served_cached / 2 + self.served_completion
+        return billed / self.messages if self.messages else math.nan
 
     @property
     def calls_per_message(self) -> float:
@@ -1818,6 +1901,7 @@ def _paced_llm(
         pending=stats.pending,
         breakdown=_calls_breakdown(calls),
     )
+    figures.serve(model.served())
     return figures, stats
 
 
@@ -1830,19 +1914,26 @@ def phase_llm_batching(
     stub_url: str,
     model: StubModel,
     llm_env: Mapping[str, str],
+    baseline: Path | None = None,
 ) -> PhaseReport:
     """The LLM-stub workloads (a burst of batches, paced single messages, the LoCoMo import), batching off then on.
 
     Each mode runs on a fresh database with the same messages, so memory can be compared.
+    ``baseline``: a checkout of the service before issue 36, run first as the mode ``pre-issue``.
     """
     report = PhaseReport()
     burst: dict[str, ModeFigures] = {}
     paced: dict[str, ModeFigures] = {}
     locomo: dict[str, ModeFigures] = {}
-    for mode, flag in BATCH_MODES:
+    modes: list[tuple[str, str, Path | None]] = [(mode, flag, None) for mode, flag in BATCH_MODES]
+    if baseline is not None:
+        modes.insert(0, (BASELINE_MODE, "false", baseline))
+    for mode, flag, code_root in modes:
         settings = {**LLM_SETTINGS, **dict(llm_env), "ARANDU_LLM_BASE_URL": stub_url}
         settings["ARANDU_PIPELINE_LLM_BATCHING"] = flag
-        restart_s = stack.restart(database=f"arandu_llm_{mode}", env=settings, flush_broker=True)
+        restart_s = stack.restart(
+            database=f"arandu_llm_{mode.replace('-', '_')}", env=settings, flush_broker=True, code_root=code_root
+        )
         report.rows.append(Row(f"3 LLM stub, {mode}", "restart on a fresh database", secs(restart_s)))
         model.reset()
         e2e, stats, conversations = phase_end_to_end(
@@ -1868,6 +1959,7 @@ def phase_llm_batching(
             pending=stats.pending,
             breakdown=_calls_breakdown(calls),
         )
+        burst[mode].serve(model.served())
         report.notes.extend(e2e.notes)
         paced[mode], _ = _paced_llm(
             stack,
@@ -1892,6 +1984,7 @@ def phase_llm_batching(
                 pending=import_stats.pending,
                 breakdown=_calls_breakdown(calls),
             )
+            figures.serve(model.served())
             imports, _ = locomo_imports(LOCOMO_PATH, sizes.locomo_fraction)
             memory_figures(stack.database_url, list(imports), model, figures)
             locomo[mode] = figures
@@ -1915,28 +2008,47 @@ def _batching_rows(
         if len(figures) < 2:
             continue
         off, on = figures["unbatched"], figures["batched"]
+        # The targets are ratios of the service before the issue when it ran, else of batching off.
+        base_name = BASELINE_MODE if BASELINE_MODE in figures else "unbatched"
+        base = figures[base_name]
+        shown = [(mode, figures[mode]) for mode in (BASELINE_MODE, "unbatched", "batched") if mode in figures]
+        modes = " -> ".join(mode for mode, _ in shown)
         label = f"LLM batching: {name}"
         rows.append(Row(label, "messages", f"{on.messages:,}"))
         rows.append(
             Row(
                 label,
-                "chat calls per message, unbatched -> batched",
-                f"{off.calls_per_message:.3f} -> {on.calls_per_message:.3f} ({off.breakdown} -> {on.breakdown})",
+                f"chat calls per message, {modes}",
+                " -> ".join(f"{figure.calls_per_message:.3f}" for _, figure in shown)
+                + " ("
+                + " -> ".join(figure.breakdown for _, figure in shown)
+                + ")",
                 _calls_target(report, name, on.calls_per_message),
             )
         )
-        token_ratio = _ratio(on.tokens_per_message, off.tokens_per_message)
+        token_ratio = _ratio(on.tokens_per_message, base.tokens_per_message)
         token_ok = token_ratio <= TARGET_TOKEN_RATIO
         report.targets[f"{label} tokens per message"] = token_ok
         rows.append(
             Row(
                 label,
-                "tokens per message, unbatched -> batched",
-                f"{off.tokens_per_message:,.0f} -> {on.tokens_per_message:,.0f} ({token_ratio:.2f}x)",
+                f"tokens per message, {modes}",
+                " -> ".join(f"{figure.tokens_per_message:,.0f}" for _, figure in shown)
+                + f" (batched / {base_name}: {token_ratio:.2f}x)",
                 f"<= {TARGET_TOKEN_RATIO}x: {verdict(token_ok)}",
             )
         )
-        speed = _ratio(on.rate, off.rate)
+        rows.append(
+            Row(
+                label,
+                f"prompt tokens OpenAI's cache would serve; tokens per message billed with them at half price, {modes}",
+                " -> ".join(f"{figure.cached_share * 100:.0f}%" for _, figure in shown)
+                + "; "
+                + " -> ".join(f"{figure.billed_per_message:,.0f}" for _, figure in shown)
+                + f" (batched / {base_name}: {_ratio(on.billed_per_message, base.billed_per_message):.2f}x)",
+            )
+        )
+        speed = _ratio(on.rate, base.rate)
         cell = ""
         if name != "paced single messages":
             speed_ok = speed >= TARGET_THROUGHPUT_RATIO
@@ -1945,16 +2057,17 @@ def _batching_rows(
         rows.append(
             Row(
                 label,
-                "processed, unbatched -> batched",
-                f"{off.rate:,.1f} -> {on.rate:,.1f} msg/s ({speed:.2f}x)",
+                f"processed, {modes}",
+                " -> ".join(f"{figure.rate:,.1f}" for _, figure in shown)
+                + f" msg/s (batched / {base_name}: {speed:.2f}x)",
                 cell,
             )
         )
         rows.append(
             Row(
                 label,
-                "failed / pending, unbatched; batched",
-                f"{off.failed} / {off.pending}; {on.failed} / {on.pending}",
+                f"failed / pending, {modes.replace(' -> ', '; ')}",
+                "; ".join(f"{figure.failed} / {figure.pending}" for _, figure in shown),
                 "0 failed",
             )
         )
@@ -2056,12 +2169,17 @@ def run_ingest_benchmark(
     env: Mapping[str, str] | None = None,
     llm_env: Mapping[str, str] | None = None,
     llm_only: bool = False,
+    baseline: str | None = BASELINE_COMMIT,
+    llm_fraction: float = 1.0,
 ) -> int:
     """Run the four phases, print the table and append it to RESULTS.md; 0 when the run completed.
 
     ``env`` adds settings to every phase and ``llm_env`` to phase 3 only (diagnosis runs: the
     command recorded with the figures shows them). ``llm_only`` runs phase 3 alone (the LLM
-    stub workloads, batching off and on).
+    stub workloads, batching off and on). ``baseline``: the commit of the service whose LLM phases
+    run first, as the reference of the cost targets (``None``: batching off is the reference).
+    ``llm_fraction`` scales the LLM phases' burst and LoCoMo import (not the paced messages), for a
+    machine too busy to run three modes of them at full size.
     """
     from memory_core.settings import load_settings
 
@@ -2128,17 +2246,43 @@ def run_ingest_benchmark(
         from tests.support.openai_stub import OpenAIStub
 
         model = StubModel(generator)
-        stub = OpenAIStub(latency_s=STUB_LATENCY_S, chat_handler=model, default_dimensions=384).start()
+        stub = OpenAIStub(
+            latency_s=STUB_LATENCY_S, chat_handler=model, default_dimensions=384, prefix_cache=True
+        ).start()
+        model.stub = stub
         llm_settings = {**LLM_SETTINGS, **dict(llm_env or {}), "ARANDU_LLM_BASE_URL": stub.base_url}
-        report = phase_llm_batching(
-            stack, sampler, generator, sizes, stub_url=stub.base_url, model=model, llm_env=dict(llm_env or {})
+        with contextlib.ExitStack() as cleanup:
+            code_root = cleanup.enter_context(checkout(baseline)) if baseline else None
+            llm_sizes = dataclasses.replace(
+                sizes,
+                llm_per_agent=max(5, round(sizes.llm_per_agent * llm_fraction)),
+                locomo_fraction=sizes.locomo_fraction * llm_fraction,
+            )
+            report = phase_llm_batching(
+                stack,
+                sampler,
+                generator,
+                llm_sizes,
+                stub_url=stub.base_url,
+                model=model,
+                llm_env=dict(llm_env or {}),
+                baseline=code_root,
+            )
+        before = (
+            f"the service before issue 36 (commit {baseline}, run from a copy of its files, batching did not "
+            "exist), then this code with "
+            if baseline
+            else ""
         )
         report.notes.insert(
             0,
             f"3 LLM stub: OpenAI-compatible stub in the benchmark process answering every call after "
-            f"{STUB_LATENCY_S * 1000:.0f} ms; processes restarted on a fresh database per mode with "
+            f"{STUB_LATENCY_S * 1000:.0f} ms (prompt tokens: a quarter of the characters of the messages and of a "
+            "strict response_format's schema; cached: OpenAI's automatic prompt cache simulated on the stable prefix, "
+            "the schema and system message, served when sent before and 1,024 tokens or more, in 128-token steps); "
+            "processes restarted on a fresh database per mode with "
             + ", ".join(f"{name}={value}" for name, value in llm_settings.items() if name != "ARANDU_LLM_API_KEY")
-            + f", ARANDU_PIPELINE_LLM_BATCHING=false then true; batches and imports in chains of up to "
+            + f"; modes: {before}ARANDU_PIPELINE_LLM_BATCHING=false then true; batches and imports in chains of up to "
             f"{load_settings().chunk_size} events of one agent; batches of up to "
             f"{load_settings().pipeline_llm_batch_max_messages} messages of one agent and session "
             f"(~{load_settings().pipeline_llm_batch_max_tokens:,} prompt tokens) and of up to "
@@ -2146,6 +2290,13 @@ def run_ingest_benchmark(
             f"(~{load_settings().pipeline_llm_reconcile_batch_max_tokens:,} prompt tokens); paced single messages at "
             f"{LLM_PACED_RATE:.0f} msg/s.",
         )
+        if llm_fraction != 1.0:
+            report.notes.insert(
+                1,
+                f"3 LLM stub: at {llm_fraction:g} of full size (--llm-fraction, the machine being busy): "
+                f"bursts of {llm_sizes.llm_per_agent} messages per agent, the first {llm_fraction:.0%} of each "
+                "LoCoMo conversation; paced single messages at full size.",
+            )
         _collect(report, rows, notes, targets)
 
         if not llm_only:

@@ -75,6 +75,10 @@ class AnthropicStub(ScriptedJSONServer):
         prompt = _text_of(body.get("system")) + "".join(
             _text_of(message.get("content")) for message in body.get("messages", []) if isinstance(message, dict)
         )
+        # Tool definitions are part of the prompt Claude reads: Anthropic counts them as input tokens.
+        prompt += "".join(
+            json.dumps(tool, ensure_ascii=False, separators=(",", ":")) for tool in body.get("tools") or []
+        )
         usage = dict(reply.usage or {"input_tokens": approx_tokens(prompt), "output_tokens": approx_tokens(text)})
         content: list[dict[str, Any]] = [{"type": "text", "text": text}]
         stop_reason = "end_turn"

@@ -26,7 +26,7 @@ import math
 import struct
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -41,6 +41,7 @@ __all__ = [
     "ScriptedJSONServer",
     "StubReply",
     "approx_tokens",
+    "schema_text",
     "stub_vector",
 ]
 
@@ -51,6 +52,14 @@ EMBEDDINGS = "embeddings"
 def approx_tokens(text: str) -> int:
     """OpenAI's rule of thumb (about four characters a token), at least 1 for non-empty text."""
     return math.ceil(len(text) / 4) if text else 0
+
+
+def schema_text(response_format: Any) -> str:
+    """The JSON schema of a ``json_schema`` response format, compact (what a prompt pays for), else ``""``."""
+    if not isinstance(response_format, dict) or response_format.get("type") != "json_schema":
+        return ""
+    schema = (response_format.get("json_schema") or {}).get("schema")
+    return json.dumps(schema, ensure_ascii=False, separators=(",", ":")) if schema else ""
 
 
 def stub_vector(text: str, dimensions: int) -> list[float]:
@@ -357,9 +366,15 @@ class OpenAIStub(ScriptedJSONServer):
         default_dimensions: int = 1536,
         chat_handler: Handler | None = None,
         embeddings_handler: Handler | None = None,
+        prefix_cache: bool = False,
     ) -> None:
         super().__init__(latency_s=latency_s, api_key=api_key)
         self.default_dimensions = default_dimensions
+        #: Report ``prompt_tokens_details.cached_tokens`` as OpenAI's prompt cache would (see _cached_tokens).
+        self.prefix_cache = prefix_cache
+        self._seen_prefixes: set[str] = set()
+        #: Sums of the usage blocks of the chat answers sent (prompt_tokens, completion_tokens, cached_tokens).
+        self.chat_usage: Counter[str] = Counter()
         #: Answer 400 to these chat ``response_format`` types, as servers without structured outputs do
         #: (``{"json_schema"}``: an Ollama or vLLM build without guided decoding; add ``"json_object"``: no JSON mode).
         self.refused_formats: set[str] = set()
@@ -436,6 +451,8 @@ class OpenAIStub(ScriptedJSONServer):
         content = "{}" if reply.content is None else reply.content
         messages = body.get("messages") or []
         prompt_tokens = sum(approx_tokens(str(message.get("content", ""))) + 4 for message in messages)
+        # A strict schema is part of the prompt the model reads: OpenAI counts it in prompt_tokens.
+        prompt_tokens += approx_tokens(schema_text(body.get("response_format")))
         completion_tokens = approx_tokens(content)
         usage = dict(
             reply.usage
@@ -445,6 +462,14 @@ class OpenAIStub(ScriptedJSONServer):
                 "total_tokens": prompt_tokens + completion_tokens,
             }
         )
+        if self.prefix_cache and reply.usage is None:
+            usage["prompt_tokens_details"] = {"cached_tokens": self._cached_tokens(body, prompt_tokens)}
+        with self._lock:
+            self.chat_usage.update(
+                prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                completion_tokens=int(usage.get("completion_tokens") or 0),
+                cached_tokens=int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0),
+            )
         return {
             "id": f"chatcmpl-stub-{self.next_id()}",
             "object": "chat.completion",
@@ -461,6 +486,25 @@ class OpenAIStub(ScriptedJSONServer):
             ],
             "usage": usage,
         }
+
+    def _cached_tokens(self, body: dict[str, Any], prompt_tokens: int) -> int:
+        """What OpenAI's automatic prompt cache would serve: its rule, applied to the stable prefix only.
+
+        The prefix is the schema and the system message (what a skill sends the same on every call);
+        it is served from the cache when a request sent it before, the prompt is 1,024 tokens or
+        more, and then in 128-token steps from 1,024 (a shorter prefix is never cached).
+        """
+        messages = body.get("messages") or []
+        system = str(messages[0].get("content", "")) if messages and messages[0].get("role") == "system" else ""
+        schema = schema_text(body.get("response_format"))
+        prefix_tokens = approx_tokens(schema) + approx_tokens(system) + 4
+        key = hashlib.blake2b(f"{schema}\x00{system}".encode(), digest_size=16).hexdigest()
+        with self._lock:
+            seen = key in self._seen_prefixes
+            self._seen_prefixes.add(key)
+        if not seen or prompt_tokens < 1024 or prefix_tokens < 1024:
+            return 0
+        return min(prefix_tokens, prompt_tokens) // 128 * 128
 
     def _embeddings_body(self, model: str, body: dict[str, Any], reply: StubReply) -> dict[str, Any]:
         raw_input = body.get("input", [])

@@ -131,14 +131,17 @@ class BatchPath:
     model: BatchAwareModel
     stub: OpenAIStub
 
-    def post_batch(self, texts: list[str], *, sessions: list[str] | None = None) -> list[str]:
-        """POST messages of the path's agent in one batch request; their event ids, in order."""
+    def post_batch(self, texts: list[str], *, sessions: list[str] | None = None, same_time: bool = False) -> list[str]:
+        """POST messages of the path's agent in one batch request; their event ids, in order.
+
+        ``same_time``: every message said at the same instant (an import dating turns by their session).
+        """
         when = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
         body = [
             {
                 "message": message,
                 "speaker_name": "Rafael",
-                "occurred_at": (when + timedelta(minutes=i)).isoformat(),
+                "occurred_at": (when + timedelta(minutes=0 if same_time else i)).isoformat(),
                 "message_id": f"m-{uuid.uuid4().hex[:8]}",
                 "session_id": sessions[i] if sessions else "s1",
             }
@@ -219,6 +222,31 @@ def test_eight_messages_of_one_session_are_extracted_in_one_call_each_fact_on_it
     )
     assert usage[0]["calls"] == 1
     assert usage[0]["tokens"] == sum(row["tokens"]["total_tokens"] for row in outputs)
+
+
+def test_a_repeated_fact_keeps_the_message_its_wording_comes_from(batch_path: BatchPath) -> None:
+    # Turns of one session share their date. Repeats that differ only in case are one fact (a NOOP
+    # of the first); the wording kept is the lowest, and it must keep its own message as the source.
+    # Both orders are sent, so whichever the database's collation ranks lower, one pair swaps wordings.
+    texts = [
+        "Pipoca sleeps on my bed every night",
+        "pipoca sleeps on my bed every night",
+        "my cello teacher is called Beatriz",
+        "My cello teacher is called Beatriz",
+    ]
+    ids = batch_path.post_batch(texts, same_time=True)
+    assert batch_path.path.wait(ids) == dict.fromkeys(ids, "done")
+    assert batch_path.model.calls["batch"] == 1
+    own = batch_path.texts(ids)
+    rows = batch_path.path.memory.rows(
+        "SELECT fact_text, source_event_id::text AS event, reinforcement_count FROM memory_facts "
+        "WHERE agent_id = :a AND valid_to IS NULL",
+        a=batch_path.path.agent_id,
+    )
+    assert len(rows) == 2, rows
+    for row in rows:
+        assert row["fact_text"] == fact_of("Rafael", own[row["event"]]), row
+        assert row["reinforcement_count"] >= 1
 
 
 def test_a_broken_part_is_retried_alone_and_its_batch_mates_are_kept(batch_path: BatchPath) -> None:

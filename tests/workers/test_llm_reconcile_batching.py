@@ -59,6 +59,7 @@ THIRD = list(SCRIPT)[16:]
 
 _BLOCK = re.compile(r"<message>\n(.*?)\n</message>", re.DOTALL)
 _FACT_SECTION = re.compile(r"^### Fact (\d+)$", re.MULTILINE)
+_KNOWN_FACT = re.compile(r"^  #(\d+) .*? \(([\w.]+)\)$", re.MULTILINE)
 _NEW = re.compile(r"^NEW fact \(since [^)]*\): (?P<text>.+?)(?: \[(?P<key>[\w.]+)\])?$", re.MULTILINE)
 _EXISTING = re.compile(
     r"^- id (?P<id>\S+) \| since [^|]+ \| similarity [\d.]+ \| (?P<text>.+?)(?: \[(?P<key>[\w.]+)\])?$", re.MULTILINE
@@ -86,6 +87,8 @@ class ReconcilingModel:
     """
 
     bad_target: set[str] = field(default_factory=set)
+    # Answer extraction as a strict-mode model does: each fact says which numbered known fact it replaces.
+    names_replaced: bool = False
     # The first batched decision call answers this way instead (not JSON, a rate limit...).
     first_batch_reply: StubReply | None = None
     calls: Counter[str] = field(default_factory=Counter)
@@ -109,6 +112,11 @@ class ReconcilingModel:
         elif system.startswith("You turn one chat message"):
             kind = "extract"
             answer = self._extraction(user)
+            if self.names_replaced:
+                for fact in answer["facts"]:
+                    del fact["action"]
+                    same_slot = [n for n, key in _KNOWN_FACT.findall(user) if key == fact["attribute_key"]]
+                    fact["replaces"] = int(same_slot[-1]) if same_slot else None
         elif system.startswith("You keep an agent's memory"):
             kind = "reconcile_batch"
             with self.lock:
@@ -159,7 +167,7 @@ class ReconcilePath:
     stub: OpenAIStub
     sent: int = 0
 
-    def send(self, texts: list[str]) -> list[str]:
+    def send(self, texts: list[str], overrides: dict[str, Any] | None = None) -> list[str]:
         """POST ``texts`` in one batch request (one chunk), each a minute after the last; wait until done."""
         when = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
         body = [
@@ -169,6 +177,7 @@ class ReconcilePath:
                 "occurred_at": (when + timedelta(minutes=self.sent + i)).isoformat(),
                 "message_id": f"m-{uuid.uuid4().hex[:8]}",
                 "session_id": "s1",
+                **({"config_overrides": overrides} if overrides else {}),
             }
             for i, message in enumerate(texts)
         ]
@@ -345,4 +354,32 @@ def test_a_conversation_leaves_the_same_memory_batched_as_unbatched(write_settin
     assert ("Rafael lives in Faro", "location.residence") in active
     assert not {fact for fact in active if fact[1] == "location.residence"} - {
         ("Rafael lives in Faro", "location.residence")
+    }
+
+
+@pytest.fixture
+def unbatched(write_settings: Settings) -> Iterator[ReconcilePath]:
+    yield from reconcile_path(write_settings, batching=False)
+
+
+def test_informed_extraction_decides_what_it_saw_and_reconciliation_asks_only_about_the_rest(
+    unbatched: ReconcilePath,
+) -> None:
+    unbatched.model.names_replaced = True
+    unbatched.send(["I live in Lisbon"])
+    unbatched.send(["I work at Acme"])
+    assert unbatched.model.calls["reconcile"] == 0  # nothing similar yet: the fast path
+    # The speaker's facts are shown to extraction (numbered) even though "I" never names them, so it
+    # says which one the move replaces: no reconcile call, and the same UPDATE the call would give.
+    unbatched.send(["I moved to Porto"])
+    assert unbatched.model.calls["extract"] == 3
+    assert unbatched.model.calls["reconcile"] == 0
+    assert ("Rafael lives in Lisbon", "Rafael lives in Porto") in unbatched.superseded()
+    # Extraction shown no facts (informed_extraction_topk 0) judged nothing: the reconcile skill decides.
+    unbatched.send(["I joined Globex"], overrides={"informed_extraction_topk": 0})
+    assert unbatched.model.calls["reconcile"] == 1
+    assert ("Rafael works at Acme", "Rafael works at Globex") in unbatched.superseded()
+    assert unbatched.active_facts() == {
+        ("Rafael lives in Porto", "location.residence"),
+        ("Rafael works at Globex", "work.employer"),
     }

@@ -21,12 +21,13 @@ import json
 import re
 from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ValidationError, model_validator
 
-from memory_core.cognition.llm.extraction import _ExtractionAnswer, _header, _known_entity, _message_block
+from memory_core.cognition.llm.extraction import _ExtractionAnswer, _header, _message_block, known_block, to_output
 from memory_core.cognition.llm.prompts import BATCH_EXTRACTION_PROMPT
 from memory_core.cognition.llm_skill import LLMSkill
 from memory_core.cognition.models import (
+    ANSWER_CONFIG,
     BatchExtractionInput,
     BatchExtractionOutput,
     ExtractionInput,
@@ -54,13 +55,23 @@ _FOREIGN_WORDS = 2
 class _BatchItem(_ExtractionAnswer):
     """What one numbered message states: its entities, facts, relations, updated profiles and tone."""
 
-    index: int = Field(description="the message's number, copied from its header")
+    index: int
 
 
 class _BatchAnswer(BaseModel):
     """One item per numbered message, in any order."""
 
-    messages: list[_BatchItem] = Field(default_factory=list)
+    model_config = ANSWER_CONFIG
+
+    messages: list[_BatchItem]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _tolerate(cls, data: Any) -> Any:
+        """An answer without the list has no items (each message then goes alone)."""
+        if isinstance(data, dict) and data.get("messages") is None:
+            return {**data, "messages": []}
+        return data
 
 
 def _shared_known(messages: list[ExtractionInput]) -> list[KnownEntity]:
@@ -74,14 +85,7 @@ def _shared_known(messages: list[ExtractionInput]) -> list[KnownEntity]:
 
 def render_batch(batch: BatchExtractionInput) -> str:
     """The user message of a batch: known entities once, the fact cap, then every message under its number."""
-    lines: list[str] = []
-    known = _shared_known(batch.messages)
-    if known:
-        lines.append("Known entities:")
-        for entity in known:
-            lines.extend(_known_entity(entity))
-    else:
-        lines.append("Known entities: none.")
+    lines = known_block(_shared_known(batch.messages))
     caps = {message.max_facts for message in batch.messages}
     if len(caps) == 1:
         lines.append(f"Extract at most {caps.pop()} facts per message.")
@@ -191,6 +195,7 @@ class BatchExtractionSkill:
                 continue  # a number no message has: nothing to attribute it to
             answered[item.index] = answered.get(item.index, 0) + 1
             parsed[item.index] = item
+        known = _shared_known(batch.messages)
         ignored = self._names(batch)
         texts = [message.message for message in batch.messages]
         for index, item in parsed.items():
@@ -202,15 +207,7 @@ class BatchExtractionSkill:
             if foreign is not None:
                 errors[position] = f"fact {foreign[0]!r} comes from message {foreign[1] + 1}"
                 continue
-            message = batch.messages[position]
-            results[position] = ExtractionOutput(
-                entities=item.entities,
-                facts=item.facts[: max(message.max_facts, 0)],
-                relations=item.relations,
-                updated_profiles=item.updated_profiles,
-                emotion=item.emotion,
-                directives=item.directives,
-            )
+            results[position] = to_output(item, known, batch.messages[position].max_facts)
             errors[position] = None
             shares[position] = len(item.model_dump_json())
         return BatchExtractionOutput(results=results, errors=errors, shares=shares)

@@ -15,9 +15,10 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, tzinfo
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from memory_core.cognition.directive_models import ExtractedDirective
 from memory_core.cognition.llm.prompts import (
@@ -29,13 +30,17 @@ from memory_core.cognition.llm.prompts import (
 )
 from memory_core.cognition.llm_skill import LLMSkill
 from memory_core.cognition.models import (
+    ANSWER_CONFIG,
+    ConfidenceLevel,
     EmotionOutput,
     ExtractedEntity,
     ExtractedFact,
     ExtractedRelation,
     ExtractionInput,
     ExtractionOutput,
+    ImportanceCategory,
     KnownEntity,
+    KnownFact,
 )
 from memory_core.cognition.skill import SkillOutcome, SkillOutputError
 from memory_core.providers.protocols import LLMProvider, TokenUsage
@@ -76,21 +81,123 @@ _MONTHS = (
 
 # --- what the model answers ------------------------------------------------------------
 # Answer models of their own keep fields the model must not fill (relation_retry_triggered)
-# out of the schema it is shown. Their docstrings travel in that schema, so they speak to it.
+# out of the schema it is shown. Informed extraction's answer models leave their docstrings out
+# of the schema (ANSWER_CONFIG): every message pays for it, and the prompt describes each field.
+
+
+class ProfileUpdate(BaseModel):
+    """An entity's new profile (a list item rather than a mapping: strict JSON schemas have no free-form keys)."""
+
+    model_config = ANSWER_CONFIG
+
+    entity: str
+    profile: str
+
+
+class DirectiveAnswer(BaseModel):
+    """An instruction to the assistant as the model answers it (strict schemas have no string lengths)."""
+
+    model_config = ANSWER_CONFIG
+
+    text: str
+    confidence: float = Field(ge=0.0, le=1.0)
+
+
+class FactAnswer(BaseModel):
+    """One fact as the model answers it; ``replaces`` is the number of a known fact it supersedes."""
+
+    model_config = ANSWER_CONFIG
+
+    subject: str
+    text: str
+    attribute_key: str | None
+    importance_category: ImportanceCategory | None
+    confidence_level: ConfidenceLevel | None
+    # Required by the strict schema; a JSON-mode answer that leaves it out judged nothing (see to_output).
+    replaces: int | None = None
 
 
 class _ExtractionAnswer(BaseModel):
     """Entities, facts, relations and updated profiles found in the message."""
 
-    entities: list[ExtractedEntity] = Field(default_factory=list)
-    facts: list[ExtractedFact] = Field(default_factory=list)
-    relations: list[ExtractedRelation] = Field(default_factory=list)
-    updated_profiles: dict[str, str] = Field(
-        default_factory=dict, description="entity name -> short English profile, only for entities the message changes"
-    )
-    emotion: EmotionOutput | None = Field(default=None, description="the emotional tone its author gives the message")
-    directives: list[ExtractedDirective] = Field(
-        default_factory=list, description="instructions the speaker gives the assistant, in English"
+    model_config = ANSWER_CONFIG
+
+    entities: list[ExtractedEntity]
+    facts: list[FactAnswer]
+    relations: list[ExtractedRelation]
+    updated_profiles: list[ProfileUpdate]
+    emotion: EmotionOutput | None
+    directives: list[DirectiveAnswer]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _tolerate(cls, data: Any) -> Any:
+        """Missing lists are empty, and a profile mapping (JSON mode answers) becomes the list."""
+        if not isinstance(data, dict):
+            return data
+        fixed = dict(data)
+        for name in ("entities", "facts", "relations", "updated_profiles", "directives"):
+            if fixed.get(name) is None:
+                fixed[name] = []
+        fixed.setdefault("emotion", None)
+        profiles = fixed["updated_profiles"]
+        if isinstance(profiles, dict):
+            fixed["updated_profiles"] = [{"entity": key, "profile": value} for key, value in profiles.items()]
+        facts = fixed["facts"]
+        if isinstance(facts, list):
+            fixed["facts"] = [{**_FACT_DEFAULTS, **fact} if isinstance(fact, dict) else fact for fact in facts]
+        return fixed
+
+
+# What a JSON-mode answer may leave out of a fact (a strict schema makes the model write every field).
+_FACT_DEFAULTS: dict[str, Any] = {
+    "attribute_key": None,
+    "importance_category": None,
+    "confidence_level": None,
+}
+
+
+def shown_facts(known: list[KnownEntity]) -> list[KnownFact]:
+    """The known facts in the order they are numbered (from 1) in the prompt."""
+    return [fact for entity in known for fact in entity.facts]
+
+
+def to_output(answer: _ExtractionAnswer, known: list[KnownEntity], max_facts: int) -> ExtractionOutput:
+    """The stored extraction of an answer; a fact's ``replaces`` number becomes the known fact's id."""
+    numbered = shown_facts(known)
+    facts: list[ExtractedFact] = []
+    for fact in answer.facts[: max(max_facts, 0)]:
+        answered = "replaces" in fact.model_fields_set
+        in_range = fact.replaces is not None and 1 <= fact.replaces <= len(numbered)
+        target = numbered[fact.replaces - 1].fact_id if in_range and fact.replaces is not None else None
+        facts.append(
+            ExtractedFact(
+                subject=fact.subject,
+                text=fact.text,
+                attribute_key=fact.attribute_key,
+                action="UPDATE" if target else "NEW",
+                importance_category=fact.importance_category,
+                confidence_level=fact.confidence_level,
+                replaces_fact_id=target,
+                # Only an answer that said what the fact replaces (null: nothing, or a number it was
+                # shown) judged it against the known facts.
+                judged=answered and (fact.replaces is None or in_range),
+            )
+        )
+    profiles: dict[str, str] = {}
+    for update in answer.updated_profiles:
+        profiles[update.entity] = update.profile
+    return ExtractionOutput(
+        entities=answer.entities,
+        facts=facts,
+        relations=answer.relations,
+        updated_profiles=profiles,
+        emotion=answer.emotion,
+        directives=[
+            ExtractedDirective(text=directive.text.strip()[:500], confidence=directive.confidence)
+            for directive in answer.directives
+            if directive.text.strip()
+        ],
     )
 
 
@@ -166,30 +273,40 @@ def _message_block(message: str) -> list[str]:
     return ["<message>", message.strip(), "</message>"]
 
 
-def _known_entity(entity: KnownEntity) -> list[str]:
+def known_entity_lines(entity: KnownEntity, first_number: int) -> list[str]:
+    """An entity's lines in the known-entities block: its label and profile, then its numbered facts.
+
+    ``first_number`` continues the numbering of the entities before it.
+    """
     label = f"- {entity.display_name} ({entity.entity_type})"
     if entity.name.strip() and entity.name.casefold() != entity.display_name.casefold():
         label += f', called "{entity.name}" in the message'
     if entity.profile_text and entity.profile_text.strip():
-        return [f"{label}. Profile: {' '.join(entity.profile_text.split())}"]
-    if not entity.facts:
-        return [f"{label}. Nothing known yet."]
-    lines = [f"{label}. Known facts:"]
-    for fact in entity.facts:
-        key = f" [{fact.attribute_key}]" if fact.attribute_key else ""
-        lines.append(f"  - {fact.text}{key}")
+        label += f". Profile: {' '.join(entity.profile_text.split())}"
+    elif not entity.facts:
+        label += ". Nothing known yet."
+    lines = [label]
+    for number, fact in enumerate(entity.facts, start=first_number):
+        key = f" ({fact.attribute_key})" if fact.attribute_key else ""
+        lines.append(f"  #{number} {' '.join(fact.text.split())}{key}")
+    return lines
+
+
+def known_block(known: list[KnownEntity]) -> list[str]:
+    """The known entities with their facts numbered #1, #2... across the block (what ``replaces`` names)."""
+    if not known:
+        return ["Known entities: none."]
+    lines = ["Known entities:"]
+    number = 1
+    for entity in known:
+        lines.extend(known_entity_lines(entity, number))
+        number += len(entity.facts)
     return lines
 
 
 def _render_informed(skill_input: ExtractionInput) -> str:
-    lines = _header(skill_input)
-    if skill_input.known_entities:
-        lines.append("Known entities:")
-        for entity in skill_input.known_entities:
-            lines.extend(_known_entity(entity))
-    else:
-        lines.append("Known entities: none.")
-    lines.append(f"Extract at most {skill_input.max_facts} facts.")
+    lines = [*known_block(skill_input.known_entities), f"Extract at most {skill_input.max_facts} facts."]
+    lines.extend(_header(skill_input))
     lines.extend(_message_block(skill_input.message))
     return "\n".join(lines)
 
@@ -251,15 +368,7 @@ class InformedExtractionSkill:
     def run(self, skill_input: ExtractionInput, /) -> SkillOutcome[ExtractionOutput]:
         """Ask once; the validated answer becomes an :class:`ExtractionOutput`."""
         outcome = self.llm.run(skill_input, timeout_s=skill_input.timeout_s)
-        answer = outcome.output
-        output = ExtractionOutput(
-            entities=answer.entities,
-            facts=answer.facts[: max(skill_input.max_facts, 0)],
-            relations=answer.relations,
-            updated_profiles=answer.updated_profiles,
-            emotion=answer.emotion,
-            directives=answer.directives,
-        )
+        output = to_output(outcome.output, skill_input.known_entities, skill_input.max_facts)
         return SkillOutcome(output=output, usage=outcome.usage, duration_ms=outcome.duration_ms)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import pickle
 from collections.abc import Iterator
 
@@ -72,8 +71,9 @@ def test_valid_json_becomes_the_output_model_with_usage(stub: OpenAIStub) -> Non
     system, user = request.body["messages"]
     assert system["role"] == "system"
     assert system["content"].startswith("Find where the user lives.")
-    # The output schema travels in the system prompt.
-    assert json.dumps(Residence.model_json_schema(), separators=(",", ":")) in system["content"]
+    # The strict schema travels in response_format only: written into the prompt too, it would be paid twice.
+    assert system["content"] == "Find where the user lives."
+    assert request.body["response_format"]["json_schema"]["schema"]["properties"]["city"] == {"type": "string"}
     assert user == {"role": "user", "content": "Message: I have lived in Recife since 2021."}
 
 

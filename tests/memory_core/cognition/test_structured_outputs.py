@@ -226,3 +226,211 @@ def test_every_skill_sends_a_byte_identical_system_message_first_and_the_variabl
             assert first[0]["content"] == second[0]["content"] == skill.system_message, skill.name
             assert first[1]["content"] != second[1]["content"], (skill.name, input_type)
     assert isinstance(RerankOutput(), BaseModel)
+
+
+# -- OpenAI's strict-mode rules, checked on every skill's schema ------------------------------
+
+# Keywords strict mode accepts (OpenAI "Supported schemas"); anything else (default, allOf, oneOf,
+# not, patternProperties, minProperties...) makes the endpoint refuse the request.
+_STRICT_KEYWORDS = frozenset(
+    {
+        "type", "properties", "required", "additionalProperties", "items", "enum", "const", "anyOf",
+        "$ref", "$defs", "description", "title", "minimum", "maximum", "exclusiveMinimum",
+        "exclusiveMaximum", "multipleOf", "minItems", "maxItems", "pattern", "format",
+    }
+)  # fmt: skip
+_JSON_TYPES = frozenset({"string", "number", "integer", "boolean", "object", "array", "null"})
+_MAX_DEPTH = 10
+_MAX_PROPERTIES = 5_000
+
+
+def strict_mode_violations(schema: dict[str, Any]) -> list[str]:
+    """Every way ``schema`` breaks OpenAI's strict structured-output rules (empty when it is accepted)."""
+    problems: list[str] = []
+    if schema.get("type") != "object" or "anyOf" in schema:
+        problems.append("the root must be an object, not anyOf")
+    definitions = schema.get("$defs", {})
+    counted = 0
+
+    def visit(node: Any, path: str, depth: int) -> None:
+        nonlocal counted
+        if not isinstance(node, dict):
+            problems.append(f"{path}: not a schema")
+            return
+        problems.extend(f"{path}: keyword {key!r}" for key in node if key not in _STRICT_KEYWORDS)
+        if "$ref" in node:
+            name = str(node["$ref"]).removeprefix("#/$defs/")
+            if name not in definitions:
+                problems.append(f"{path}: $ref {node['$ref']!r} resolves to nothing")
+            return
+        kinds = node.get("type")
+        for kind in kinds if isinstance(kinds, list) else [kinds] if kinds is not None else []:
+            if kind not in _JSON_TYPES:
+                problems.append(f"{path}: type {kind!r}")
+        if "anyOf" in node:
+            for index, branch in enumerate(node["anyOf"]):
+                visit(branch, f"{path}.anyOf[{index}]", depth)
+            return
+        if kinds is None and "enum" not in node and "const" not in node:
+            problems.append(f"{path}: no type")
+        if kinds == "object" or "properties" in node:
+            if depth > _MAX_DEPTH:
+                problems.append(f"{path}: nested deeper than {_MAX_DEPTH} objects")
+            if node.get("additionalProperties") is not False:
+                problems.append(f"{path}: additionalProperties must be false")
+            properties = node.get("properties", {})
+            if sorted(node.get("required", [])) != sorted(properties):
+                problems.append(f"{path}: every property must be required")
+            counted += len(properties)
+            for name, child in properties.items():
+                visit(child, f"{path}.{name}", depth + 1)
+        if kinds == "array":
+            visit(node.get("items"), f"{path}[]", depth)
+        if len(node.get("enum", [])) > 1_000:
+            problems.append(f"{path}: more than 1,000 enum values")
+
+    visit({key: value for key, value in schema.items() if key != "$defs"}, "$", 1)
+    for name, definition in definitions.items():
+        visit(definition, f"$defs.{name}", 2)
+    if counted > _MAX_PROPERTIES:
+        problems.append(f"{counted} properties, more than {_MAX_PROPERTIES}")
+    return problems
+
+
+def test_the_strict_mode_checker_catches_what_openai_refuses() -> None:
+    loose = {
+        "type": "object",
+        "properties": {"a": {"type": "string", "default": "x"}, "b": {"allOf": [{"type": "string"}]}},
+        "required": ["a"],
+        "additionalProperties": {"type": "string"},
+    }
+    found = strict_mode_violations(loose)
+    assert any("'default'" in problem for problem in found)
+    assert any("'allOf'" in problem for problem in found)
+    assert any("additionalProperties" in problem for problem in found)
+    assert any("every property must be required" in problem for problem in found)
+    assert strict_mode_violations(strict_json_schema(Household) or {}) == []
+    # A free-form mapping (what informed extraction's profiles were) cannot be made strict.
+    assert any("additionalProperties" in problem for problem in strict_mode_violations(Tagged.model_json_schema()))
+
+
+def test_every_skill_sends_a_schema_strict_mode_accepts() -> None:
+    provider = _Recorder()
+    bundles = [build_llm_write_skills(provider), build_llm_maintenance_skills(provider), LLMRerankSkill(provider)]
+    skills = {skill.name: skill for bundle in bundles for skill in _llm_skills(bundle)}
+    # Informed extraction (single and batched) answered profiles as a free-form mapping, which kept it in
+    # JSON mode; they are strict now, like every other skill.
+    assert {"extract_informed", "extract_batch", "reconcile", "reconcile_batch"} <= set(skills)
+    for name, skill in skills.items():
+        asked = skill.response_format
+        assert asked["type"] == "json_schema", name
+        assert asked["json_schema"]["strict"] is True
+        assert strict_mode_violations(asked["json_schema"]["schema"]) == [], name
+
+
+INFORMED_ANSWER = {
+    "entities": [
+        {"name": "Rafael", "type": "person", "aliases": []},
+        {"name": "Lisboa", "type": "place", "aliases": []},
+    ],
+    "facts": [
+        {
+            "subject": "Rafael",
+            "text": "Rafael mora em Lisboa",
+            "attribute_key": "location.residence",
+            "importance_category": "relationship_change",
+            "confidence_level": "explicit_statement",
+            "replaces": 1,
+        }
+    ],
+    "relations": [{"source": "Rafael", "target": "Lisboa", "type": "lives_in"}],
+    "updated_profiles": [{"entity": "Rafael", "profile": "Rafael lives in Lisbon."}],
+    "emotion": {"emotion": "calm", "intensity": 0.2, "energy": "low"},
+}
+
+
+def _moving_input() -> ExtractionInput:
+    from memory_core.cognition.models import KnownEntity, KnownFact
+
+    return ExtractionInput(
+        message="Mudei pra Lisboa!",
+        speaker_name="Rafael",
+        occurred_at=datetime(2025, 6, 15, 14, 30, tzinfo=UTC),
+        known_entities=[
+            KnownEntity(
+                name="Rafael",
+                canonical_key="person:rafael",
+                display_name="Rafael",
+                entity_type="person",
+                facts=[KnownFact(fact_id="f-porto", text="Rafael mora no Porto", attribute_key="location.residence")],
+            )
+        ],
+    )
+
+
+def test_informed_extraction_in_strict_mode_then_json_mode_then_tolerant_parsing(stub: OpenAIStub) -> None:
+    from memory_core.cognition.llm.extraction import InformedExtractionSkill
+
+    provider = OpenAIChatProvider(api_key="sk-test", model="gpt-stub", base_url=stub.base_url, timeout_s=5)
+    skill = InformedExtractionSkill(provider)
+    stub.enqueue_chat(json.dumps(INFORMED_ANSWER))
+    strict = skill.run(_moving_input()).output
+    assert strict.facts[0].replaces_fact_id == "f-porto"
+    assert strict.updated_profiles == {"Rafael": "Rafael lives in Lisbon."}
+    [request] = stub.chat_requests
+    schema = request.body["response_format"]["json_schema"]["schema"]
+    assert strict_mode_violations(schema) == []
+    # The schema is sent once: not also in the prompt.
+    assert "JSON Schema" not in request.body["messages"][0]["content"]
+
+    # A server refusing json_schema: JSON mode, the schema now written into the system message, and an
+    # answer in the older shape (profiles as a mapping, facts without every field) still understood.
+    stub.reset()
+    stub.refused_formats = {"json_schema"}
+    fallback = InformedExtractionSkill(
+        OpenAIChatProvider(api_key="sk-test", model="llama3", base_url=stub.base_url, timeout_s=5)
+    )
+    legacy = {
+        **INFORMED_ANSWER,
+        "facts": [{"subject": "Rafael", "text": "Rafael mora em Lisboa", "replaces": 1}],
+        "updated_profiles": {"Rafael": "Rafael lives in Lisbon."},
+    }
+    stub.enqueue_chat(json.dumps(legacy))
+    output = fallback.run(_moving_input()).output
+    assert output.facts[0].replaces_fact_id == "f-porto"
+    assert output.facts[0].importance_category is None
+    assert output.updated_profiles == {"Rafael": "Rafael lives in Lisbon."}
+    refused, answered = stub.chat_requests
+    assert refused.body["response_format"]["type"] == "json_schema"
+    assert answered.body["response_format"] == {"type": "json_object"}
+    system = answered.body["messages"][0]["content"]
+    assert system.startswith(skill.llm.system_message)
+    assert json.dumps(schema, separators=(",", ":")) in system
+
+    # No JSON mode either: the object is found in the prose around it.
+    stub.reset()
+    stub.refused_formats = {"json_schema", "json_object"}
+    bare = InformedExtractionSkill(
+        OpenAIChatProvider(api_key="sk-test", model="tiny", base_url=stub.base_url, timeout_s=5)
+    )
+    stub.enqueue_chat("Here is what I found:\n" + json.dumps(INFORMED_ANSWER) + "\nHope it helps!")
+    assert bare.run(_moving_input()).output.facts[0].text == "Rafael mora em Lisboa"
+    assert "response_format" not in stub.chat_requests[-1].body
+
+
+def test_claude_extracts_through_a_tool_with_the_strict_schema() -> None:
+    from memory_core.cognition.llm.extraction import InformedExtractionSkill
+
+    with AnthropicStub(api_key="sk-ant-test") as claude_stub:
+        claude_stub.enqueue_messages(json.dumps(INFORMED_ANSWER))
+        provider = AnthropicChatProvider(
+            api_key="sk-ant-test", model="claude-stub", base_url=claude_stub.base_url, timeout_s=5
+        )
+        skill = InformedExtractionSkill(provider)
+        output = skill.run(_moving_input()).output
+        [request] = claude_stub.message_requests
+    assert output.facts[0].replaces_fact_id == "f-porto"
+    [tool] = request.body["tools"]
+    assert tool["input_schema"] == skill.llm.response_format["json_schema"]["schema"]
+    assert request.body["tool_choice"] == {"type": "tool", "name": "extract_informed"}
+    assert request.body["system"] == skill.llm.system_message

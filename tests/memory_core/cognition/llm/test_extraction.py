@@ -48,7 +48,7 @@ CLARA_ANSWER: dict[str, Any] = {
             "subject": "Clara Rezende",
             "text": "Clara Rezende saiu da Vertix",
             "attribute_key": "work.employer",
-            "action": "UPDATE",
+            "replaces": 1,
             "importance_category": "relationship_change",
             "confidence_level": "explicit_statement",
         },
@@ -63,7 +63,7 @@ CLARA_ANSWER: dict[str, Any] = {
         {
             "subject": "Thiago Nogueira",
             "text": "Thiago Nogueira contratou Clara Rezende pessoalmente",
-            "action": "NEW",
+            "replaces": 7,
             "importance_category": "specific_event",
             "confidence_level": "explicit_statement",
         },
@@ -106,6 +106,9 @@ def clara_input(**changes: Any) -> ExtractionInput:
                 display_name="Clara Rezende",
                 entity_type="person",
                 profile_text=PROFILE,
+                facts=[
+                    KnownFact(fact_id="f-0", text="Clara Rezende trabalha na Vertix", attribute_key="work.employer")
+                ],
             ),
             KnownEntity(
                 name="Vertix",
@@ -153,7 +156,14 @@ def test_informed_extraction_parses_the_answer_and_sends_the_context(
         action="UPDATE",
         importance_category="relationship_change",
         confidence_level="explicit_statement",
+        # "replaces": 1 names the first numbered known fact, Clara's.
+        replaces_fact_id="f-0",
+        judged=True,
     )
+    # A number no known fact has replaces nothing; only a fact that named a shown number or null was judged
+    # against the known facts (the second says nothing about it, the third names no shown fact).
+    assert [fact.replaces_fact_id for fact in output.facts] == ["f-0", None, None]
+    assert [fact.judged for fact in output.facts] == [True, False, False]
     assert [fact.importance_category for fact in output.facts][2] == "specific_event"
     assert ExtractedRelation(source="Clara Rezende", target="Orion Tech", type="works_at") in output.relations
     assert output.updated_profiles["Clara Rezende"].startswith("Former software engineer")
@@ -164,7 +174,7 @@ def test_informed_extraction_parses_the_answer_and_sends_the_context(
     assert not outcome.used_fallback
 
     [request] = stub.chat_requests
-    assert request.body["response_format"] == {"type": "json_object"}
+    assert request.body["response_format"]["type"] == "json_schema"
     assert request.body["temperature"] == 0
     system, user = system_of(request), user_of(request)
     # The attribute catalogue is offered as the preferred keys; the retry flag is not the model's to set.
@@ -176,9 +186,14 @@ def test_informed_extraction_parses_the_answer_and_sends_the_context(
     assert "Speaker: Rafael" in user
     assert PROFILE in user
     assert 'Clara Rezende (person), called "Clara" in the message' in user
-    assert "Vertix é uma fintech de Curitiba [personal.info]" in user
+    # Known facts are numbered across the block, after each entity's profile: what "replaces" names.
+    assert "  #1 Clara Rezende trabalha na Vertix (work.employer)" in user
+    assert "  #2 Vertix é uma fintech de Curitiba (personal.info)" in user
     assert "Lembra da Clara?" in user
     assert f"<message>\n{MESSAGE}\n</message>" in user
+    # What varies least comes first (prefix caches), the message last.
+    assert user.index("Known entities:") < user.index("Speaker: Rafael") < user.index("<message>")
+    assert user.endswith("</message>")
 
 
 def test_informed_extraction_caps_the_facts_and_shows_the_chunk_hint(
