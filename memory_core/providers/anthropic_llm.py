@@ -94,6 +94,7 @@ class AnthropicChatProvider:
             raise ProviderRequestError("anthropic needs ARANDU_LLM_API_KEY", provider="anthropic")
         self.model = model
         self.max_tokens = max_tokens
+        self.timeout_s = timeout_s
         # Celery owns retries; the SDK's would multiply attempts and hide rate limits.
         self._client: anthropic.Anthropic = anthropic.Anthropic(
             api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=0
@@ -110,7 +111,7 @@ class AnthropicChatProvider:
     ) -> LLMResult:
         """Send ``messages`` (system ones go to the ``system`` parameter) and return the text and usage.
 
-        ``timeout_s`` bounds this call instead of the client's timeout.
+        ``timeout_s`` bounds this call more tightly than the client's own timeout (never beyond it).
         """
         system, turns = _split_messages(messages)
         tool = _answer_tool(response_format)
@@ -121,7 +122,7 @@ class AnthropicChatProvider:
             raise ProviderRequestError("anthropic needs at least one user message", provider="anthropic")
         options: dict[str, Any] = {}
         if timeout_s is not None:
-            options["timeout"] = timeout_s
+            options["timeout"] = min(timeout_s, self.timeout_s)
         if system:
             options["system"] = "\n\n".join(system)
         if tool is not None:

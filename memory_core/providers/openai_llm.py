@@ -160,7 +160,7 @@ class OpenAIChatProvider:
         max_tokens: int | None = None,
         timeout_s: float | None = None,
     ) -> LLMResult:
-        """Send ``messages`` and return the first choice's text with its token usage (``timeout_s``: this call's)."""
+        """Send ``messages`` and return the first choice's text and usage (``timeout_s``: this call's, if shorter)."""
         level, sent_format = self._format_for(response_format)
         while True:
             try:
@@ -189,7 +189,8 @@ class OpenAIChatProvider:
     ) -> ChatCompletion:
         options: dict[str, Any] = {}
         if timeout_s is not None:
-            options["timeout"] = timeout_s
+            # A call's own bound only shortens the provider's timeout (ARANDU_LLM_TIMEOUT_S).
+            options["timeout"] = min(timeout_s, self.timeout_s)
         if response_format is not None:
             options["response_format"] = cast("ResponseFormat", response_format)
         if max_tokens is not None:

@@ -92,8 +92,8 @@ class LLMProvider(Protocol):
     ) -> LLMResult:
         """Answer ``messages`` (``{"role": ..., "content": ...}`` dicts, system first).
 
-        ``timeout_s`` bounds this call instead of the provider's own timeout (a timeout raises
-        :class:`~memory_core.providers.errors.RetryableProviderError`).
+        ``timeout_s`` bounds this call when it is shorter than the provider's own timeout (a
+        timeout raises :class:`~memory_core.providers.errors.RetryableProviderError`).
         """
         ...
 

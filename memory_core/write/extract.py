@@ -275,8 +275,8 @@ def prepare_extraction(
             known_entities=known,
             chunk_hint=strategy.chunk_context_hint if len(chunks) > 1 else None,
             max_facts=config.max_facts_per_event,
-            # The service's ARANDU_LLM_TIMEOUT_S stays the ceiling of every call.
-            timeout_s=min(config.extraction_timeout_sec, ctx.settings.llm_timeout_s),
+            # The provider's own timeout (ARANDU_LLM_TIMEOUT_S) stays the ceiling of every call.
+            timeout_s=config.extraction_timeout_sec,
             relation_retry_min_entities=config.relation_retry_min_entities,
         )
         for chunk in chunks
