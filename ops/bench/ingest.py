@@ -40,6 +40,7 @@ import psycopg
 import uvloop
 
 from ops.bench.common import (
+    BENCHMARK_ROLE,
     GIB,
     SHARED_DATA,
     TOP_STATEMENTS_TITLE,
@@ -56,6 +57,7 @@ from ops.bench.common import (
     percentile,
     secs,
     shielded,
+    stack_cpu_label,
     statements_block,
     text_table,
     verdict,
@@ -1173,19 +1175,37 @@ class Window:
     stack: BenchStack
     started: float = 0.0
     cpu: CpuSnapshot | None = None
+    end_cpu: CpuSnapshot | None = None
     logs: dict[Path, int] = field(default_factory=dict)
 
     def open(self) -> Window:
         """Start the window now."""
         self.started = time.monotonic()
         self.cpu = self.stack.cpu_snapshot()
+        self.end_cpu = None
         self.logs = self.stack.log_positions()
         return self
+
+    def close(self) -> CpuSnapshot:
+        """End the window's CPU count now (the phase's work is done); later calls keep this end."""
+        if self.end_cpu is None:
+            self.end_cpu = self.stack.cpu_snapshot()
+        return self.end_cpu
+
+    def cpu_row(self, label: str, messages: int) -> Row:
+        """The stack's CPU per message over the window (every process of the stack, the benchmark's apart)."""
+        assert self.cpu is not None
+        return Row(label, stack_cpu_label("message"), self.close().stack_cpu_cell(self.cpu, messages, "message"))
+
+    def cpu_ms(self, messages: int) -> float:
+        """The stack's CPU per message over the window, in milliseconds."""
+        assert self.cpu is not None
+        return self.close().stack_ms_per(self.cpu, messages)
 
     def notes(self, label: str, messages: int = 0) -> list[str]:
         """CPU by process over the window (per message too, given ``messages``), and the reasons stages retried."""
         assert self.cpu is not None
-        now = self.stack.cpu_snapshot()
+        now = self.close()
         out = [
             f"{label}: CPU by process (share of one core; the machine has {os.cpu_count()}): "
             f"{now.describe_since(self.cpu)}."
@@ -1217,6 +1237,8 @@ class PhaseReport:
     rows: list[Row] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     targets: dict[str, bool] = field(default_factory=dict)
+    # The stack's CPU per message processed over the phase, when the phase processes messages.
+    cpu_ms: float = math.nan
 
 
 def phase_end_to_end(
@@ -1374,6 +1396,8 @@ def _add_outcome(report: PhaseReport, label: str, stats: RunStats, window: Windo
             "0 failed",
         )
     )
+    report.rows.append(window.cpu_row(label, stats.done + stats.failed))
+    report.cpu_ms = window.cpu_ms(stats.done + stats.failed)
     report.rows.append(Row(label, "wall time / peak memory", f"{secs(wall_s)} / {mib(peak)}"))
     report.notes.append(
         f"{label}: time in stages {_stage_summary(stats)}; processing without queueing p50 "
@@ -1429,6 +1453,8 @@ class LoadResult:
     errors: list[str]
     wall_s: float
     client_cpu_ms: float
+    # The API processes' CPU per request (the workers process accepted messages meanwhile).
+    api_cpu_ms: float = math.nan
 
     @property
     def rate(self) -> float:
@@ -1467,26 +1493,35 @@ def phase_acceptance(
         flush=True,
     )
 
-    def client_cpu(before: CpuSnapshot, count: int) -> float:
-        spent = stack.cpu_snapshot().since(before).get("benchmark process", 0.0)
-        return spent / count * 1000 if count else math.nan
+    def load_result(lat: list[float], err: list[str], wall_s: float, before: CpuSnapshot) -> LoadResult:
+        spent = stack.cpu_snapshot().since(before)
+        count = len(lat)
+        client = spent.get(BENCHMARK_ROLE, 0.0)
+        api = sum(seconds for role, seconds in spent.items() if role.startswith("api"))
+        return LoadResult(
+            lat,
+            err,
+            wall_s,
+            client / count * 1000 if count else math.nan,
+            api / count * 1000 if count else math.nan,
+        )
 
     async def measure() -> tuple[LoadResult, LoadResult, LoadResult, LoadResult]:
         await _post_all_raw(stack, warmup, concurrency=min(sizes.api_clients, len(warmup)))
         before, started = stack.cpu_snapshot(), time.perf_counter()
         lat, err = await _post_all_raw(stack, singles, concurrency=sizes.api_clients)
-        closed_load = LoadResult(lat, err, time.perf_counter() - started, client_cpu(before, len(lat)))
+        closed_load = load_result(lat, err, time.perf_counter() - started, before)
         async with _client(stack, sizes.api_clients) as client:
             before, started = stack.cpu_snapshot(), time.perf_counter()
             lat, err = await _post_all(client, control, concurrency=sizes.api_clients)
-            httpx_load = LoadResult(lat, err, time.perf_counter() - started, client_cpu(before, len(lat)))
+            httpx_load = load_result(lat, err, time.perf_counter() - started, before)
         before, started = stack.cpu_snapshot(), time.perf_counter()
         lat, err = await _post_all_raw(stack, opened, concurrency=sizes.api_clients, rate=sizes.api_open_rate)
-        open_load = LoadResult(lat, err, time.perf_counter() - started, client_cpu(before, len(lat)))
+        open_load = load_result(lat, err, time.perf_counter() - started, before)
         async with _client(stack, sizes.batch_clients) as client:
             before, started = stack.cpu_snapshot(), time.perf_counter()
             lat, err = await _post_all(client, batches, concurrency=sizes.batch_clients)
-            batch_load = LoadResult(lat, err, time.perf_counter() - started, client_cpu(before, len(lat)))
+            batch_load = load_result(lat, err, time.perf_counter() - started, before)
         return closed_load, httpx_load, open_load, batch_load
 
     window = Window(stack).open()
@@ -1545,6 +1580,14 @@ def phase_acceptance(
             f"{batch_rate:,.0f} msg/s (batch p50 {ms(percentile(batch_load.latencies, 50))}, "
             f"max {ms(max(batch_load.latencies, default=math.nan))})",
             f">= {TARGET_BATCH_RATE:,.0f} msg/s: {verdict(batch_ok)}",
+        )
+    )
+    rows.append(
+        Row(
+            label,
+            "API processes' CPU per single POST (closed loop; open loop) / per message of a batch",
+            f"{closed_load.api_cpu_ms:.2f} ms; {open_load.api_cpu_ms:.2f} ms / "
+            f"{batch_load.api_cpu_ms / sizes.batch_size:.3f} ms",
         )
     )
     rows.append(Row(label, "wall time / peak memory", f"{secs(finished - started)} / {mib(peak)}"))
@@ -1667,6 +1710,7 @@ def phase_locomo(
                 last_print = now
             time.sleep(POLL_INTERVAL_S)
     wall = time.monotonic() - started
+    window.close()
     peak = sampler.peak(started, time.monotonic())
     failed = sum(int(item["failed"]) for item in progress)
     done = sum(int(item["done"]) for item in progress)
@@ -1681,6 +1725,8 @@ def phase_locomo(
     )
     rows.append(Row(label, "wall time (first POST -> nothing pending)", secs(wall)))
     rows.append(Row(label, "processed", f"{(done + failed) / wall:,.1f} msg/s" if wall > 0 else "n/a"))
+    rows.append(window.cpu_row(label, done + failed))
+    report.cpu_ms = window.cpu_ms(done + failed)
     rows.append(
         Row(
             label,
@@ -1740,6 +1786,7 @@ class ModeFigures:
     unexplained_facts: int = 0
     breakdown: str = ""
     foreign_examples: list[str] = field(default_factory=list)
+    cpu_ms: float = math.nan
 
     @property
     def calls_per_message(self) -> float:
@@ -1800,12 +1847,14 @@ def _paced_llm(
     agent_ids = sorted({path.split("/")[3] for path, _ in requests})
     print(f"{label}: {len(requests):,} single POSTs at {LLM_PACED_RATE:.0f} msg/s over {agents} agents...", flush=True)
     model.reset()
+    window = Window(stack).open()
     _, errors = asyncio.run(_post_all_raw(stack, requests, concurrency=8, rate=LLM_PACED_RATE))
     if errors:
         raise RuntimeError(f"{label}: {len(errors)} messages refused, e.g. {errors[0]}")
     _, _, _, timed_out = wait_for_runs(
         stack.database_url, agent_ids, len(requests), timeout_s=120, label=label, alive=stack.processes_exited
     )
+    cpu_ms = window.cpu_ms(len(requests))
     stats = run_stats(stack.database_url, agent_ids, len(requests))
     stats.timed_out = timed_out
     calls = model.counts()
@@ -1817,6 +1866,7 @@ def _paced_llm(
         failed=stats.failed,
         pending=stats.pending,
         breakdown=_calls_breakdown(calls),
+        cpu_ms=cpu_ms,
     )
     return figures, stats
 
@@ -1867,6 +1917,7 @@ def phase_llm_batching(
             failed=stats.failed,
             pending=stats.pending,
             breakdown=_calls_breakdown(calls),
+            cpu_ms=e2e.cpu_ms,
         )
         report.notes.extend(e2e.notes)
         paced[mode], _ = _paced_llm(
@@ -1891,6 +1942,7 @@ def phase_llm_batching(
                 failed=import_stats.failed,
                 pending=import_stats.pending,
                 breakdown=_calls_breakdown(calls),
+                cpu_ms=import_report.cpu_ms,
             )
             imports, _ = locomo_imports(LOCOMO_PATH, sizes.locomo_fraction)
             memory_figures(stack.database_url, list(imports), model, figures)
@@ -1948,6 +2000,13 @@ def _batching_rows(
                 "processed, unbatched -> batched",
                 f"{off.rate:,.1f} -> {on.rate:,.1f} msg/s ({speed:.2f}x)",
                 cell,
+            )
+        )
+        rows.append(
+            Row(
+                label,
+                f"{stack_cpu_label('message')}, unbatched -> batched",
+                f"{off.cpu_ms:,.1f} -> {on.cpu_ms:,.1f} ms",
             )
         )
         rows.append(
