@@ -52,6 +52,8 @@ GIB = 1024 * MIB
 SAMPLE_INTERVAL_S = 0.5
 # The benchmark's own process: the load generator and the LLM stub, not part of the stack.
 BENCHMARK_ROLE = "benchmark process"
+# This process's role where the service itself runs in it (the pipeline, retrieve()): then it counts.
+IN_PROCESS_ROLE = "pipeline (this process)"
 
 # Settings a benchmark must not inherit from the shell: it measures the defaults it states.
 _INHERITED_PREFIXES = ("ARANDU_",)
