@@ -8,9 +8,9 @@
   more threads) while the embedded servers keep running.
 * :class:`MemorySampler` samples the stack's memory (PSS of every service process, the embedded
   PostgreSQL from its counters and allocated shared memory, :func:`ops.rss.stack_memory_bytes`)
-  every 0.5 s in the background; peaks are read per time window, so each phase gets its own. A
-  sample costs ~20-25 ms of CPU on a loaded stack (it cost ~160 ms while PostgreSQL's backends
-  were read as PSS: a sixth of this 2-core machine, taken from whatever the benchmark measured).
+  every 0.5 s in the background; peaks are read per time window, so each phase gets its own.
+* :meth:`BenchStack.cpu_snapshot` and :class:`CpuSnapshot` give the stack's CPU per unit of work
+  (per message, retrieve, job), every stack process together, the benchmark process apart.
 * :func:`machine_info`, :func:`percentile`, :func:`markdown_table` and :func:`append_results`
   describe the run and record it in ``ops/bench/RESULTS.md``.
 """
@@ -154,9 +154,8 @@ class MachineInfo:
         )
 
 
-# Machines of one kind differ (seen here: the same code and burst at 5 and at 14 ms of CPU per
-# message on two days), so every result carries a fixed piece of CPU-bound Python, timed: figures
-# taken where it read 30 ms are not comparable with figures taken where it read 12.
+# Machines of one kind differ by 2x and more (docs/performance.md), so every result carries a
+# fixed piece of CPU-bound Python, timed: it tells a slow host from slow code.
 SPEED_PROBE = "sum(range(10**6))"
 
 
