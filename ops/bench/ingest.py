@@ -1192,10 +1192,14 @@ class Window:
             self.end_cpu = self.stack.cpu_snapshot()
         return self.end_cpu
 
-    def cpu_row(self, label: str, messages: int) -> Row:
-        """The stack's CPU per message over the window (every process of the stack, the benchmark's apart)."""
+    def cpu_row(self, label: str, messages: int, *, complete: bool = True) -> Row:
+        """The stack's CPU per message over the window (every process of the stack, the benchmark's apart).
+
+        A phase that timed out spent CPU on messages still in flight: its figure is marked.
+        """
         assert self.cpu is not None
-        return Row(label, stack_cpu_label("message"), self.close().stack_cpu_cell(self.cpu, messages, "message"))
+        cell = self.close().stack_cpu_cell(self.cpu, messages, "message")
+        return Row(label, stack_cpu_label("message"), cell + ("" if complete else INCOMPLETE_CPU))
 
     def cpu_ms(self, messages: int) -> float:
         """The stack's CPU per message over the window, in milliseconds."""
@@ -1396,8 +1400,8 @@ def _add_outcome(report: PhaseReport, label: str, stats: RunStats, window: Windo
             "0 failed",
         )
     )
-    report.rows.append(window.cpu_row(label, stats.done + stats.failed))
-    report.cpu_ms = window.cpu_ms(stats.done + stats.failed)
+    report.rows.append(window.cpu_row(label, stats.done + stats.failed, complete=not stats.timed_out))
+    report.cpu_ms = math.nan if stats.timed_out else window.cpu_ms(stats.done + stats.failed)
     report.rows.append(Row(label, "wall time / peak memory", f"{secs(wall_s)} / {mib(peak)}"))
     report.notes.append(
         f"{label}: time in stages {_stage_summary(stats)}; processing without queueing p50 "
@@ -1725,8 +1729,8 @@ def phase_locomo(
     )
     rows.append(Row(label, "wall time (first POST -> nothing pending)", secs(wall)))
     rows.append(Row(label, "processed", f"{(done + failed) / wall:,.1f} msg/s" if wall > 0 else "n/a"))
-    rows.append(window.cpu_row(label, done + failed))
-    report.cpu_ms = window.cpu_ms(done + failed)
+    rows.append(window.cpu_row(label, done + failed, complete=not timed_out))
+    report.cpu_ms = math.nan if timed_out else window.cpu_ms(done + failed)
     rows.append(
         Row(
             label,
@@ -1758,6 +1762,7 @@ TARGET_TOKEN_RATIO = 0.7
 TARGET_THROUGHPUT_RATIO = 2.0
 TARGET_MEMORY_DRIFT = 0.02
 LLM_PACED_RATE = 20.0
+INCOMPLETE_CPU = " - run incomplete (timed out): messages still in flight took CPU too, not comparable"
 
 _MEMORY_SQL = """
 SELECT (SELECT count(*) FROM memory_facts WHERE agent_id = ANY(%(agents)s) AND valid_to IS NULL),
@@ -1854,7 +1859,7 @@ def _paced_llm(
     _, _, _, timed_out = wait_for_runs(
         stack.database_url, agent_ids, len(requests), timeout_s=120, label=label, alive=stack.processes_exited
     )
-    cpu_ms = window.cpu_ms(len(requests))
+    cpu_ms = math.nan if timed_out else window.cpu_ms(len(requests))
     stats = run_stats(stack.database_url, agent_ids, len(requests))
     stats.timed_out = timed_out
     calls = model.counts()
@@ -2006,7 +2011,9 @@ def _batching_rows(
             Row(
                 label,
                 f"{stack_cpu_label('message')}, unbatched -> batched",
-                f"{off.cpu_ms:,.1f} -> {on.cpu_ms:,.1f} ms",
+                f"{off.cpu_ms:,.1f} -> {on.cpu_ms:,.1f} ms (nan: that run timed out, messages still in flight)"
+                if math.isnan(off.cpu_ms) or math.isnan(on.cpu_ms)
+                else f"{off.cpu_ms:,.1f} -> {on.cpu_ms:,.1f} ms",
             )
         )
         rows.append(
