@@ -178,7 +178,8 @@ _RUN_COMMIT: list[str] = []
 def git_commit() -> str:
     """The checkout's commit (short), ``+changes`` when tracked files differ from it; taken once per run.
 
-    RESULTS.md itself is left out of the comparison: a recorded run changes it.
+    Markdown files are left out of the comparison: documentation does not change a run, and a
+    recorded run changes RESULTS.md itself.
     """
     if not _RUN_COMMIT:
         try:
@@ -191,7 +192,7 @@ def git_commit() -> str:
                 timeout=10,
             ).stdout.strip()
             changed = subprocess.run(
-                ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!ops/bench/RESULTS.md"],
+                ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!*.md"],
                 cwd=PROJECT_ROOT,
                 capture_output=True,
                 text=True,
