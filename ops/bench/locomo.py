@@ -432,6 +432,13 @@ def model_only(embedder: Any, conversations: Conversations) -> dict[str, dict[in
     return results
 
 
+def _without_sampler(per_item_ms: float, sampler: MemorySampler, before_s: float, items: int) -> float:
+    """``per_item_ms`` less the memory sampler's thread (it runs in this process, which the figure counts)."""
+    if items <= 0:
+        return per_item_ms
+    return max(per_item_ms - (sampler.own_cpu_s - before_s) / items * 1000.0, 0.0)
+
+
 def run_embedder(stack: PipelineStack, sampler: MemorySampler, conversations: Conversations, name: str) -> EmbedderRun:
     """Fresh database, ingest, evaluate, for one embedder."""
     from memory_core.providers.errors import ProviderError
@@ -451,18 +458,22 @@ def run_embedder(stack: PipelineStack, sampler: MemorySampler, conversations: Co
     rctx = build_read_context(settings, embedder=wctx.embedder, llm=None)
     try:
         print(f"{name}: ingesting {sum(len(t) for t in conversations.messages.values()):,} turns...", flush=True)
-        started, cpu = time.monotonic(), stack.cpu_snapshot()
+        started, cpu, sampling = time.monotonic(), stack.cpu_snapshot(), sampler.own_cpu_s
         ingest(wctx, conversations, run)
-        run.ingest_cpu_ms = stack.cpu_snapshot().stack_ms_per(cpu, run.turns)
+        run.ingest_cpu_ms = _without_sampler(
+            stack.cpu_snapshot().stack_ms_per(cpu, run.turns), sampler, sampling, run.turns
+        )
         run.peak_ingest = sampler.peak(started, time.monotonic())
         print(
             f"{name}: ingested in {run.ingest_s:.0f} s ({len(run.failed)} failed); "
             f"{len(conversations.questions):,} questions...",
             flush=True,
         )
-        started, cpu = time.monotonic(), stack.cpu_snapshot()
+        started, cpu, sampling = time.monotonic(), stack.cpu_snapshot(), sampler.own_cpu_s
         evaluate(rctx, conversations, run)
-        run.retrieve_cpu_ms = stack.cpu_snapshot().stack_ms_per(cpu, run.questions)
+        run.retrieve_cpu_ms = _without_sampler(
+            stack.cpu_snapshot().stack_ms_per(cpu, run.questions), sampler, sampling, run.questions
+        )
         run.peak_retrieve = sampler.peak(started, time.monotonic())
         print(f"{name}: diagnosis: the questions again with {WHAT_IF_OVERRIDES}; the model alone...", flush=True)
         evaluate(rctx, conversations, run, overrides=WHAT_IF_OVERRIDES, scores=run.what_if)

@@ -185,21 +185,28 @@ def measure_statement(
 
 
 def measure_retrieve(
-    stack: BenchStack, ctx: Any, agent: TestedAgent, queries: Sequence[str], measured: Measured
+    stack: BenchStack,
+    sampler: MemorySampler,
+    *,
+    ctx: Any,
+    agent: TestedAgent,
+    queries: Sequence[str],
+    measured: Measured,
 ) -> None:
     """Whole ``retrieve()`` in this process (ms per question after a warm-up, CPU per question) into ``measured``."""
     from memory_core.read import retrieve
 
     times: list[float] = []
-    cpu = stack.cpu_snapshot()
+    cpu, sampling = stack.cpu_snapshot(), sampler.own_cpu_s
     for index, query in enumerate(queries):
         started = time.perf_counter()
         retrieve(ctx, agent_id=agent.agent_id, query=query)
         if index >= WARMUP:
             times.append((time.perf_counter() - started) * 1000.0)
     spent = stack.cpu_snapshot().since(cpu)
-    # The service's read path runs here: its CPU is this process's and PostgreSQL's.
-    used = spent.get("postgres", 0.0) + spent.get(BENCHMARK_ROLE, 0.0)
+    # The service's read path runs here: its CPU is this process's (less the memory sampler's
+    # thread) and PostgreSQL's.
+    used = spent.get("postgres", 0.0) + spent.get(BENCHMARK_ROLE, 0.0) - (sampler.own_cpu_s - sampling)
     measured.retrieve_ms = times
     measured.retrieve_cpu_ms = used / len(queries) * 1000.0 if queries else math.nan
 
@@ -330,7 +337,9 @@ def run_vector_search_benchmark(*, reuse_home: Path, record: bool, argv: Sequenc
                     **common,
                 )
                 if own:
-                    measure_retrieve(stack, ctx, agent, questions[agent.agent_id], measured)
+                    measure_retrieve(
+                        stack, sampler, ctx=ctx, agent=agent, queries=questions[agent.agent_id], measured=measured
+                    )
                 results.append(measured)
                 print(f"  {agent.size:,}: {measured.row()}", flush=True)
             with psycopg.connect(url, autocommit=True) as conn:
@@ -393,7 +402,9 @@ def run_vector_search_benchmark(*, reuse_home: Path, record: bool, argv: Sequenc
                 with forced_index({agent.agent_id for agent in indexed}):
                     for agent in indexed:
                         measured = Measured(design=f"table-wide, {mode}: whole retrieve()", agent=f"{agent.size:,}")
-                        measure_retrieve(stack, ctx, agent, questions[agent.agent_id], measured)
+                        measure_retrieve(
+                            stack, sampler, ctx=ctx, agent=agent, queries=questions[agent.agent_id], measured=measured
+                        )
                         results.append(measured)
                         print(f"  {agent.size:,}: {measured.row()}", flush=True)
             with psycopg.connect(url, autocommit=True) as conn:

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from ops.bench.common import BENCHMARK_ROLE, CpuSnapshot, cpu_snapshot_of
+from ops.bench.common import BENCHMARK_ROLE, CpuSnapshot, MemorySampler, cpu_snapshot_of
 
 
 def test_an_ended_backend_counts_once_through_the_postmasters_children_time() -> None:
@@ -78,3 +78,20 @@ def test_a_real_child_that_ends_between_snapshots_is_counted() -> None:
         if parent.stdin is not None:
             parent.stdin.close()
         parent.wait(timeout=10)
+
+
+def test_the_memory_sampler_counts_its_own_cpu() -> None:
+    # Where the service runs in the benchmark process, the sampler's thread is taken off its CPU.
+    class BusyStack:
+        def memory_bytes(self) -> int:
+            started = time.thread_time()
+            while time.thread_time() - started < 0.01:
+                pass
+            return 1
+
+    sampler = MemorySampler(BusyStack(), interval_s=0.05).start()  # type: ignore[arg-type]
+    time.sleep(0.4)
+    sampler.stop()
+
+    assert sampler.count >= 2
+    assert sampler.own_cpu_s >= 0.01 * sampler.count * 0.9
