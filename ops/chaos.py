@@ -630,8 +630,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{faults}. Each compared with the same messages on an undisturbed run of the same stack. "
                 "Time to recover: from the end of the fault (the server back, the last kill) until every "
                 "accepted message is done; the sweeper runs every 2 s for runs idle 10 s. Times as measured "
-                "on a shared host whose speed varies about 2x. \"Names equal, types differ\" is not the "
-                "outage: docs/performance.md, \"Outages\".",
+                'on a shared host whose speed varies about 2x. "Names equal, types differ" is not the '
+                'outage: docs/performance.md, "Outages".',
                 "",
                 markdown_table(HEADERS, rows),
             ]
