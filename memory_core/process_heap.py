@@ -1,11 +1,9 @@
 """Keep the cyclic garbage collector off what a process built at start-up.
 
-A service process imports its frameworks and builds its pools once; those objects (~165,000 in
-the API) live as long as the process. CPython's collector still walks all of them at every
-full collection: in the API under 32 concurrent clients that was a pause of 65-220 ms about
-once a second (1.9 s of 15 s spent collecting), the tail of every request that waited behind
-it. Frozen, they are skipped: the full collections after start-up took 1-5 ms, and the API's
-p99 under the same load went from 186 to 61 ms.
+A service process imports its frameworks and builds its pools once; those objects live as long
+as the process, yet CPython's collector walks all of them at every full collection, a pause
+every request behind it waits out. Frozen, they are skipped (docs/performance.md, "Accepting a
+message").
 """
 
 from __future__ import annotations

@@ -265,12 +265,9 @@ class Settings(BaseSettings):
     # Background processes (workers, Beat, Flower) lower their CPU priority by this much (nice,
     # their session group's and, with the embedded PostgreSQL, the workers' database backends';
     # see workers.priority): where they share cores with the API, a request is answered before
-    # background work goes on. Measured on 2 shared cores, the API's open-loop p95 while the
-    # workers drained a backlog: 0 -> 228 ms, 5 -> 40-55 ms, 10 -> 27-31 ms, 19 -> 23-28 ms.
-    # Under no request load the workers get all the CPU whatever the value; under a request
-    # load that keeps both cores busy they keep about w / (1024 + w) of it, w being the kernel's
-    # weight for their nice value: ~10% at 10 (~25% at 5; ~1.5% at 19, which nearly stops
-    # ingestion while such a load lasts). 0 keeps the same priority.
+    # background work goes on. Under a request load that fills the cores the workers keep ~10%
+    # of them at 10 (~25% at 5, ~1.5% at 19); idle cores are theirs at any value
+    # (docs/performance.md, "Worker priority"). 0 keeps the same priority.
     worker_nice: int = Field(default=10, ge=0, le=19)
 
     pipeline_max_attempts: int = Field(default=6, ge=1, le=100)

@@ -37,9 +37,8 @@ _MAX_SOCKET_PATH = 100
 
 # PostgreSQL's own default (128MB) is sized for a small shared host. A retrieval reads an agent's
 # vector and keyword index pages and its facts' rows; with a million facts, 128MB kept little of
-# that and each read copied pages from the OS cache (a 100,000-fact agent's retrieval: 72 ms p50
-# in process with 128MB, 51 ms with 512MB; ops/bench/RESULTS.md). Buffers cost memory only once
-# pages are read into them, so a small database stays small.
+# that and each read copied pages from the OS cache (docs/performance.md, "Accepting a message").
+# Buffers cost memory only once pages are read into them, so a small database stays small.
 DEFAULT_SHARED_BUFFERS = "512MB"
 SHARED_BUFFERS_ENV = "ARANDU_EMBEDDED_PG_SHARED_BUFFERS"
 
@@ -49,9 +48,7 @@ SHARED_BUFFERS_ENV = "ARANDU_EMBEDDED_PG_SHARED_BUFFERS"
 # PostgreSQL's WAL writer flushes those asynchronous commits every 200 ms by default, so an API
 # commit that comes between two of its rounds has to flush up to 200 ms of the workers' WAL
 # itself, on the request's time. Flushing every 20 ms (or 128kB) leaves each API commit a tenth
-# of that: measured with the ingest benchmark's stream of single messages at 100/s beside a
-# backlog, p95 19.0 / 20.0 / 19.4 -> 16.0 / 16.0 / 16.5 ms in three alternated rounds, the
-# pipeline's own throughput unchanged (ops/bench/RESULTS.md).
+# of that, the pipeline's throughput unchanged (docs/performance.md, "Accepting a message").
 WAL_WRITER_SETTINGS = {"wal_writer_delay": "20ms", "wal_writer_flush_after": "128kB"}
 
 

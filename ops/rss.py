@@ -62,9 +62,8 @@ def _postgres_memory(processes: Iterable[psutil.Process]) -> int:
     """The footprint of one PostgreSQL server's processes, from counters instead of page tables.
 
     PSS of a backend walks its page tables, and a backend that has touched the shared buffers
-    maps every one of their pages: ~6 ms of kernel time per backend with 512MB of buffers, ~130 ms
-    per sample for a stack under load, a sixth of this 2-core machine at two samples a second
-    (the benchmarks measured their own sampler). Here: the processes' private memory (RssAnon)
+    maps every one of their pages: walking them cost the benchmarks' sampler a sixth of a 2-core
+    machine (docs/performance.md, "The benchmarks measuring themselves"). Here: the processes' private memory (RssAnon)
     summed, the shared memory segments as allocated (each once), and the server's binary once
     (the largest file-backed resident set of any of its processes). Where the segments cannot
     be read, the largest shared resident set of any process stands for them.

@@ -16,7 +16,8 @@ The keyword signal has the same shape of problem with the table-wide GIN index o
 ``search_vector``: a word's matches are everybody's, so PostgreSQL either visits them all and
 filters by agent, or intersects them with a bitmap of the agent's whole b-tree range. For the
 benchmark's 100,000-fact agent in a 1M-fact table that bitmap alone took 15 ms, and the keyword
-search ~40 ms of a 45 ms signal statement. The agent's partial GIN index holds its own words only.
+search ~40 ms of a 45 ms signal statement (docs/performance.md). The agent's partial GIN index
+holds its own words only.
 
 How
 ---
@@ -88,21 +89,15 @@ AGENT_TEXT_INDEX_PREFIX = "ix_memory_facts_text_agent_"
 # The first version's indexes (pgvector's default ef_construction 64): dropped once a v2 one is built.
 _LEGACY_PREFIX = "ix_memory_facts_hnsw_agent_"
 # Build parameters. A graph built with a wider candidate list (ef_construction 200 instead of
-# pgvector's 64) is searched to the same recall with a quarter of the ef_search: measured on the
-# benchmark's 100,000-fact agent (hashing embeddings of templated facts, recall@10 against exact
-# search, ties counted), ef_construction 64 needed ef_search 800 for 0.973 (51 ms p50), 200 gives
-# 0.978 at ef_search 400 (14 ms) and 0.961 at 200 (12 ms). The build takes ~2.5x longer, in the
-# background.
+# pgvector's 64) is searched to the same recall with a quarter of the ef_search, for a build
+# ~2.5x longer in the background (docs/performance.md, "A large agent's vector search").
 AGENT_INDEX_M = 16
 AGENT_INDEX_EF_CONSTRUCTION = 200
 # Memory for a build, sized by the agent: pgvector builds the graph in memory, and with parallel
 # workers it reserves the whole of maintenance_work_mem at once as a shared memory segment (in
-# /dev/shm, which is 64MB in a default Docker container). Measured on the retrieve benchmark's
-# dataset (384 dimensions, m 16): a fixed 1GB reserved 1,023 MiB for a 10,000-fact agent whose
-# graph needs ~25 MB; a 100,000-fact agent's graph outgrew 128MB after 58,625 facts (2.3 KB each)
-# and then took 135 s to build instead of 43-44 s (256MB and 1GB alike). So: a fact's vector,
-# its level-0 neighbour list and the element around them, with a quarter more for the upper
-# layers, between a floor and a cap.
+# /dev/shm, which is 64MB in a default Docker container), and a graph that outgrows it builds
+# several times slower. So: a fact's vector, its level-0 neighbour list and the element around
+# them, with a quarter more for the upper layers, between a floor and a cap (docs/performance.md).
 _BUILD_MEMORY_FLOOR_MB = 64
 _BUILD_MEMORY_CAP_MB = 1024
 _BUILD_BYTES_PER_ELEMENT = 300

@@ -29,11 +29,8 @@ round trip (~0.15 ms of client and server time on the retrieve benchmark's 1,000
 An entity whose specificity falls under :data:`MIN_SPECIFICITY` is left out altogether (its facts
 are not read): with 30 facts taken, one of more than 600 (spreading, 3 taken: more than 60). Its
 facts would enter the ranking with a graph score of at most a twentieth of its edge's, and
-reading them was most of the graph signal's and spreading's time on large agents (5,700 facts of
-the person every question names: ~140 ms of the statement at 1,500; from 0.02 to 0.05, a
-100,000-fact agent's retrieve went from 39.9 / 54.5 to 34.9 / 46.8 ms p50 / p95 in process, and
-LoCoMo recall@5 / @10 / @25 from 53.1 / 61.0 / 70.8 to 53.2 / 61.2 / 70.6 with the hashing
-embedder; ops/bench/RESULTS.md).
+reading them was most of the graph signal's and spreading's time on large agents, for no loss
+of recall (docs/performance.md, "Read statements").
 """
 
 from __future__ import annotations

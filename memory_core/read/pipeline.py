@@ -561,9 +561,8 @@ def _start_events(
 
     Beside it (a side connection, :mod:`memory_core.read.side_reads`) only where the agent's
     semantic search ran on one too: the process had a free core then, and spreading activation
-    waits on the database. Measured on the benchmark's agents, one client in process: at 100,000
-    facts 21.4 -> 18.6 ms per retrieve for the same CPU; at 1,000 facts (spreading reads a
-    handful of entities) no faster and 0.6 ms more CPU, so a small agent reads them in line.
+    waits on the database. A small agent (spreading reads a handful of entities) gained nothing
+    and spent more CPU, so it reads them in line (docs/performance.md, "Concurrent retrieves").
     The result is the same either way: both read the facts ranked by the signals.
     """
     if vector is None:

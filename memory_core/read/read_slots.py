@@ -7,23 +7,11 @@ at once than the cores can run adds nothing but switching: PostgreSQL backends a
 threads take turns on the same cores, and every turn costs caches, locks and wake-ups. Before
 this, a process read for every request its thread pool (40 threads) held.
 
-Measured on the benchmark's 2 cores and 2 API processes, alternated runs (2026-12-05):
-
-* 16 concurrent clients, 2 reads at a time per process against 40: 1,000 facts 155-167 ->
-  170-194 retrieves/s, 100,000 facts 78-82 -> 78-90/s (CPU per retrieve 11.7-12.5 -> 10.2-11.5
-  ms and 23.9-25.0 -> 22.0-25.3 ms; ops/bench/RESULTS.md has the rounds).
-* One read at a time per process did better under that load (1,000 facts 181-195/s, 100,000
-  89-91/s: PostgreSQL's CPU per retrieve 13.5 ms instead of 17, what one retrieve alone costs
-  it), but the API processes share their port and the kernel gives each connection to one of
-  them at random: two busy clients on the same process then took turns while the other process
-  idled (92-95 against 117-124/s), and a deployment running one API process would read one at
-  a time whatever its cores.
-* One set of slots for the whole host (lock files shared by the processes) was worse than
-  either (122-135/s at 1,000 facts): one process could hold every slot while its single
-  interpreter was the bottleneck and the other process's requests waited.
-
-So the default is the CPUs this process may run on, per process: never fewer reads than the
-cores could run, and 16 clients no longer make 16 backends compete for 2 cores.
+One read at a time per process did as well under load, but the API processes share their port
+and the kernel gives each connection to one of them at random, so two busy clients on one
+process took turns while the other idled; one set of slots for the whole host let one process
+hold them all while its interpreter was the bottleneck (docs/performance.md, "Concurrent
+retrieves"). So the default is the CPUs this process may run on, per process.
 
 What waits is the read transaction only (the query's embedding, the LLM reranker and the
 context's compression run outside it, so a slow provider never holds a slot), in the request's

@@ -8,11 +8,9 @@ the agent's index) and the keyword + graph search. Run on two connections they o
 PostgreSQL runs each on its own backend, so a single caller waits for the longer half instead of
 both, for the same total work. Under a load that already fills every core there is nothing to
 gain, and :meth:`SideReads.submit` then says so (``None``) and the caller runs the work in line.
-(Measured on 2 cores, 100,000 facts: the signal stage 20.4 -> 16.3 ms in process on a quiet
-machine, 22.1 -> 20.4 ms with the whole stack beside it.) The same agent's relevant
-conversations are read beside its spreading activation (memory_core.read.pipeline): once the walk
-took less (ef_search 300, prepared), that gained 2.7-3.3 ms of 21.4 per retrieve for the same CPU;
-it had gained nothing while the walk dominated. Spreading's entities in two halves gained nothing.
+The same agent's relevant conversations are read beside its spreading activation
+(memory_core.read.pipeline). What each split gained, and the ones that gained nothing:
+docs/performance.md, "Concurrent retrieves".
 
 How
 ---

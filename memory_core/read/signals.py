@@ -89,15 +89,10 @@ KEYWORD_MAX_MATCHES = 1_000
 # Graph BFS keeps at most this many entities per hop (strongest paths first).
 GRAPH_FRONTIER_LIMIT = 100
 
-# Searches of an agent's own partial index: how many rows they ask it for, and why the default
-# ef_search (ARANDU_RETRIEVAL_EF_SEARCH, memory_core.settings.DEFAULT_RETRIEVAL_EF_SEARCH) is 300.
-# Measured on the benchmark's 100,000-fact agent (hashing embeddings of templated facts, so many
-# near-duplicate vectors; recall@10 against exact search, ties counted, 200 questions) with the
-# index's build parameters (memory_core.read.agent_index), the bare walk's p50 on an Intel Xeon
-# (2026-12-04): ef_search 100 -> 0.923 (3.0 ms), 200 -> 0.956 (5.0), 300 -> 0.970 (5.3-7.4),
-# 400 -> 0.977 (9.6), 600 -> 0.991 (14.1); at 10,000 facts 0.999-1.000 from 200 on. The cost grows
-# with ef_search and recall flattens: 300 keeps recall above 0.95 with a margin; a whole
-# 100,000-fact retrieve took 4.5 ms less CPU and time than at 400.
+# Searches of an agent's own partial index ask it for twice the rows they keep. The default
+# ef_search (ARANDU_RETRIEVAL_EF_SEARCH) is 300: the walk's cost grows with it and recall
+# flattens, and 300 keeps recall@10 above 0.95 with a margin at 100,000 facts
+# (docs/performance.md, "A large agent's vector search").
 AGENT_INDEX_OVERFETCH = 2
 
 VectorStrategy = Literal["exact", "agent_index"]
@@ -242,12 +237,11 @@ sem AS (
 # An agent searched exactly, when the query also has words to search: one pass over the agent's
 # facts feeds both the semantic CTE and the keyword pool (_KW_SCANNED_POOL). Searched apart, the
 # keyword pool of a mid-size agent was planned as its b-tree bitmap ANDed with the table-wide
-# GIN index, which for a word common elsewhere ("last", "week") reads every agent's matches: at
-# 4,572 facts, 88,835 GIN entries and 61 ms for the statement, against 20 ms in one pass (same
-# rows); at 1,000 facts, 14.1 -> 13.1 ms. The exact scan reads all the agent's rows anyway.
+# GIN index, which for a word common elsewhere ("last", "week") reads every agent's matches
+# (docs/performance.md, "Read statements"). The exact scan reads all the agent's rows anyway.
 #
-# The same pass can count the keywords' document frequencies (memory_core.read.keywords; a
-# second pass over the same rows, 9-10 ms of a 4,752-fact agent's retrieve): it then reads every
+# The same pass can count the keywords' document frequencies (memory_core.read.keywords; else a
+# second pass over the same rows): it then reads every
 # fact valid in the window, as the counts need, flags those the signals may use (``usable``:
 # min_confidence) and tests each keyword's term query once per fact (_TERM_COUNTS_CTE).
 _EXACT_SCAN_CTE = """
@@ -900,13 +894,12 @@ def _plans_generically(request: SignalRequest) -> bool:
     Two statements may (their callers decide which runs): an exactly searched agent's (no index
     of its own), whose plan is the same whoever the agent is: its rows through the
     ``(agent_id, ...)`` b-tree, every other signal through indexes led by the agent; planning it
-    for its parameters cost more than running it (on the benchmark's 1,000-fact agent, a slow
-    hour: parse 1.3 ms + planning 5.6 ms, execution 10.1 ms), and its text takes a few shapes
-    only (17 for the benchmark's 200 questions). And the keyword and graph statement of an agent
-    with indexes of its own, run beside its semantic search (planning 5.5 + parse 1.2 ms per
-    retrieve at 100,000 facts), which names the agent as a literal (:func:`_side_by_side_rows`);
-    and that agent's semantic search on the side connection (planning 0.7 + parse 0.2 ms), which
-    names the agent and its LIMITs as literals (:func:`_with_literal_limits`): the generic plan is
+    for its parameters cost more than running it (docs/performance.md, "Read statements"), and
+    its text takes a few shapes only (17 for the benchmark's 200 questions). And the keyword and
+    graph statement of an agent with indexes of its own, run beside its semantic search, which
+    names the agent as a literal (:func:`_side_by_side_rows`); and that agent's semantic search
+    on the side connection, which names the agent and its LIMITs as literals
+    (:func:`_with_literal_limits`): the generic plan is
     the HNSW walk the parameters' plan is. Not for time travel, sessions or entity filters: their
     keyword counts are not folded into the statement, and the statement that counts them must be
     planned for its parameters.

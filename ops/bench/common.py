@@ -8,9 +8,9 @@
   more threads) while the embedded servers keep running.
 * :class:`MemorySampler` samples the stack's memory (PSS of every service process, the embedded
   PostgreSQL from its counters and allocated shared memory, :func:`ops.rss.stack_memory_bytes`)
-  every 0.5 s in the background; peaks are read per time window, so each phase gets its own. A
-  sample costs ~20-25 ms of CPU on a loaded stack (it cost ~160 ms while PostgreSQL's backends
-  were read as PSS: a sixth of this 2-core machine, taken from whatever the benchmark measured).
+  every 0.5 s in the background; peaks are read per time window, so each phase gets its own.
+* :meth:`BenchStack.cpu_snapshot` and :class:`CpuSnapshot` give the stack's CPU per unit of work
+  (per message, retrieve, job), every stack process together, the benchmark process apart.
 * :func:`machine_info`, :func:`percentile`, :func:`markdown_table` and :func:`append_results`
   describe the run and record it in ``ops/bench/RESULTS.md``.
 """
@@ -32,7 +32,7 @@ import threading
 import time
 import timeit
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType, TracebackType
@@ -51,6 +51,10 @@ SHARED_DATA = PROJECT_ROOT.parent / "shared" / "data"
 MIB = 1024 * 1024
 GIB = 1024 * MIB
 SAMPLE_INTERVAL_S = 0.5
+# The benchmark's own process: the load generator and the LLM stub, not part of the stack.
+BENCHMARK_ROLE = "benchmark process"
+# This process's role where the service itself runs in it (the pipeline, retrieve()): then it counts.
+IN_PROCESS_ROLE = "pipeline (this process)"
 
 # Settings a benchmark must not inherit from the shell: it measures the defaults it states.
 _INHERITED_PREFIXES = ("ARANDU_",)
@@ -118,6 +122,11 @@ def secs(seconds: float) -> str:
     return "n/a" if math.isnan(seconds) else f"{seconds:,.2f} s"
 
 
+def stack_cpu_label(unit: str) -> str:
+    """The measure's name of a CPU-per-unit row (``CPU per message (whole stack)``)."""
+    return f"CPU per {unit} (whole stack)"
+
+
 def verdict(held: bool) -> str:
     """The mark printed beside a target."""
     return "met" if held else "MISSED"
@@ -146,9 +155,8 @@ class MachineInfo:
         )
 
 
-# Machines of one kind differ (seen here: the same code and burst at 5 and at 14 ms of CPU per
-# message on two days), so every result carries a fixed piece of CPU-bound Python, timed: figures
-# taken where it read 30 ms are not comparable with figures taken where it read 12.
+# Machines of one kind differ by 2x and more (docs/performance.md), so every result carries a
+# fixed piece of CPU-bound Python, timed: it tells a slow host from slow code.
 SPEED_PROBE = "sum(range(10**6))"
 
 
@@ -165,8 +173,45 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine() or "unknown CPU"
 
 
+_RUN_COMMIT: list[str] = []
+
+
+def git_commit() -> str:
+    """The checkout's commit (short), ``+changes`` when tracked files differ from it; taken once per run.
+
+    Markdown files are left out of the comparison: documentation does not change a run, and a
+    recorded run changes RESULTS.md itself.
+    """
+    if not _RUN_COMMIT:
+        try:
+            head = subprocess.run(
+                ["git", "rev-parse", "--short=12", "HEAD"],
+                cwd=PROJECT_ROOT,
+                capture_output=True,
+                text=True,
+                check=True,
+                timeout=10,
+            ).stdout.strip()
+            changed = subprocess.run(
+                ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!*.md"],
+                cwd=PROJECT_ROOT,
+                capture_output=True,
+                text=True,
+                check=True,
+                timeout=10,
+            ).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            head, changed = "unknown (not a git checkout)", ""
+        _RUN_COMMIT.append(head + (" +changes" if changed else ""))
+    return _RUN_COMMIT[0]
+
+
 def machine_info() -> MachineInfo:
-    """nproc, RAM, CPU model (from /proc/cpuinfo), Python version, OS, and now (UTC)."""
+    """nproc, RAM, CPU model (from /proc/cpuinfo), Python version, OS, and now (UTC).
+
+    It also fixes the run's commit (:func:`git_commit`), which :func:`append_results` records.
+    """
+    git_commit()
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return MachineInfo(
         cpus=cpus,
@@ -226,6 +271,14 @@ What is measured:
   embedded servers, sampled every 0.5 s; shared pages are split between the processes that
   share them, so the sum is the real footprint. The benchmark process itself (load
   generator, LLM stub) is not counted. Budget: idle under 1.5 GiB, under 2.5 GiB throughout.
+- **CPU per unit of work** ("CPU per message (whole stack)", per retrieve, per job) is the
+  CPU time (user + system) every process of the stack used over the phase: the API, the
+  worker pools and their children, Beat, Flower, the embedded PostgreSQL (its backends and
+  parallel workers included, also those that ended during the phase) and Redis, divided by
+  the messages processed (or retrieves answered, jobs run); the benchmark process (load
+  generator, LLM stub) is left out, except where the service runs inside it (LoCoMo, entity
+  resolution). It holds far steadier across hosts than wall-clock rates, and
+  `docs/production.md` sizes deployments from it.
 - **Processing figures** come from `pipeline_runs` in PostgreSQL: throughput is messages /
   (last `finished_at` - first `created_at`), latency is `finished_at - created_at` per
   message (queueing included). **API latencies** are measured by the client, per request.
@@ -251,6 +304,22 @@ def split_sections(text: str) -> tuple[str, list[str]]:
     return parts[0], [part for part in parts[1:] if part.strip()]
 
 
+def with_commit(section: str, commit: str | None = None) -> str:
+    """``section`` with a ``- commit:`` line (after its ``- command:`` line, else after its title) unless it has one."""
+    lines = section.splitlines()
+    if any(line.startswith("- commit:") for line in lines):
+        return section
+    line = f"- commit: `{commit or git_commit()}`"
+    at = next((i + 1 for i, text in enumerate(lines) if text.startswith("- command:")), None)
+    if at is None:
+        # A title, then a blank line: the commit goes in the section's list of facts, first.
+        at = 2 if len(lines) > 1 and not lines[1].strip() else 1
+        lines[at:at] = [line, ""] if at < len(lines) and not lines[at].startswith("- ") else [line]
+    else:
+        lines.insert(at, line)
+    return "\n".join(lines)
+
+
 def append_results(section: str, path: Path = RESULTS_PATH) -> None:
     """Record ``section`` on the dashboard: it replaces the previous section of its benchmark, else is added.
 
@@ -260,7 +329,7 @@ def append_results(section: str, path: Path = RESULTS_PATH) -> None:
     if not path.exists() or not path.read_text().strip():
         path.write_text(RESULTS_HEADER)
     preamble, sections = split_sections(path.read_text())
-    new_section = section.strip() + "\n"
+    new_section = with_commit(section.strip()) + "\n"
     name = benchmark_of(new_section.splitlines()[0])
     kept: list[str] = []
     replaced = False
@@ -591,38 +660,25 @@ class BenchStack:
             return []
         return [child.name for child in self.devstack.children if not child.alive()]
 
+    # The role of this process in :meth:`cpu_snapshot`. The benchmark process (load generator,
+    # LLM stub) is not part of the stack; a subclass that runs the service in process names it
+    # otherwise, and then it counts.
+    own_role = BENCHMARK_ROLE
+
     def cpu_snapshot(self) -> CpuSnapshot:
         """CPU time used so far by every process of the stack, by role, and by this process."""
-        from ops.rss import stack_processes
-
-        roles: dict[int, tuple[str, psutil.Process]] = {}
+        roles: dict[str, list[int]] = {}
+        folders: dict[str, Path] = {}
         if self.devstack is not None:
             for child in self.devstack.children:
-                if child.popen is None:
-                    continue
-                for proc in stack_processes([child.popen.pid]):
-                    roles[proc.pid] = (child.name, proc)
+                if child.popen is not None:
+                    roles.setdefault(child.name, []).append(child.popen.pid)
             if self.devstack.embedded is not None:
-                for role, folder in (
-                    ("postgres", self.devstack.embedded.postgres.data_dir),
-                    ("redis", self.devstack.embedded.redis.data_dir),
-                ):
-                    for proc in stack_processes([], [folder]):
-                        roles.setdefault(proc.pid, (role, proc))
-        own = psutil.Process()
-        roles[own.pid] = ("benchmark process", own)
-        used: dict[int, tuple[str, float]] = {}
-        for pid, (role, proc) in roles.items():
-            with contextlib.suppress(psutil.Error):
-                times = proc.cpu_times()
-                seconds = float(times.user + times.system)
-                if role == REAPED_BY_PARENT_ROLE:
-                    # PostgreSQL backends and parallel workers that ended were reaped by the
-                    # postmaster: their CPU is in its children's times, nowhere else (it showed
-                    # as "other processes on the machine"). A backend has no children: 0.
-                    seconds += float(times.children_user + times.children_system)
-                used[pid] = (role, seconds)
-        return CpuSnapshot(time.monotonic(), used, machine_busy_seconds())
+                folders = {
+                    "postgres": self.devstack.embedded.postgres.data_dir,
+                    "redis": self.devstack.embedded.redis.data_dir,
+                }
+        return cpu_snapshot_of(roles, folders, own_role=self.own_role)
 
     def log_positions(self) -> dict[Path, int]:
         """Current size of every process log, to read what is written after this point."""
@@ -642,8 +698,41 @@ class BenchStack:
                     yield raw.decode("utf-8", "replace").rstrip("\n")
 
 
-# The role whose ended processes are counted through their parent's children's CPU time.
-REAPED_BY_PARENT_ROLE = "postgres"
+def cpu_snapshot_of(
+    roles: Mapping[str, Sequence[int]], folders: Mapping[str, Path] | None = None, *, own_role: str = BENCHMARK_ROLE
+) -> CpuSnapshot:
+    """CPU time used so far by processes named by role: the ``roles`` pids and their descendants,
+    the processes whose command line names a ``folders`` path (an embedded server) and theirs, and
+    this process under ``own_role``.
+
+    Each stack process counts its reaped children too (a PostgreSQL backend that ended, a pool
+    child that was replaced), so work done by processes that exit between two snapshots is not
+    lost; :meth:`CpuSnapshot.since` takes off what such a process had used before.
+    """
+    from ops.rss import stack_processes
+
+    found: dict[int, tuple[str, psutil.Process]] = {}
+    for role, pids in roles.items():
+        for proc in stack_processes(pids):
+            found[proc.pid] = (role, proc)
+    for role, folder in (folders or {}).items():
+        for proc in stack_processes([], [folder]):
+            found.setdefault(proc.pid, (role, proc))
+    own = psutil.Process()
+    found[own.pid] = (own_role, own)
+    used: dict[int, tuple[str, float]] = {}
+    parents: dict[int, int] = {}
+    for pid, (role, proc) in found.items():
+        with contextlib.suppress(psutil.Error):
+            times = proc.cpu_times()
+            seconds = float(times.user + times.system)
+            if pid != own.pid:
+                # This process reaps the stack's top processes when a phase restarts them: its
+                # children's time would count them twice (and the embedded servers' tools).
+                seconds += float(times.children_user + times.children_system)
+                parents[pid] = int(proc.info["ppid"]) if "ppid" in getattr(proc, "info", {}) else proc.ppid()
+            used[pid] = (role, seconds)
+    return CpuSnapshot(time.monotonic(), used, machine_busy_seconds(), parents, own_role)
 
 
 def machine_busy_seconds() -> float:
@@ -655,32 +744,63 @@ def machine_busy_seconds() -> float:
 
 @dataclass(frozen=True)
 class CpuSnapshot:
-    """CPU seconds (user + system) per process id, with the role of the process, at a moment.
+    """CPU seconds (user + system, reaped children included) per process id, with its role, at a moment.
 
     ``machine_busy`` is the whole machine's busy CPU time, so that what other processes used
-    meanwhile (another test suite on a shared machine) shows up beside the figures.
+    meanwhile (another test suite on a shared machine) shows up beside the figures. ``parents``
+    maps each stack process to its parent, to tell a process that ended and was reaped by a
+    stack process (its time is now in that parent's) from one that merely left the stack.
+    ``own_role`` is the role of the benchmark's own process.
     """
 
     taken_at: float
     used: dict[int, tuple[str, float]]
     machine_busy: float = 0.0
+    parents: dict[int, int] = field(default_factory=dict)
+    own_role: str = BENCHMARK_ROLE
 
     def since(self, earlier: CpuSnapshot) -> dict[str, float]:
         """CPU seconds per role between ``earlier`` and this snapshot (new processes count in full).
 
-        A ``postgres`` process that ended meanwhile is in its parent's children's time with its
-        whole life (see :meth:`BenchStack.cpu_snapshot`): what it had used before ``earlier`` is
-        taken off.
+        A process that ended meanwhile and was reaped by a stack process that is still here is
+        in that parent's children's time with its whole life: what it had used before
+        ``earlier`` is taken off.
         """
         spent: dict[str, float] = {}
         for pid, (role, seconds) in self.used.items():
             before = earlier.used.get(pid)
             delta = seconds - (before[1] if before and before[0] == role else 0.0)
             spent[role] = spent.get(role, 0.0) + max(delta, 0.0)
-        for pid, (role, seconds) in earlier.used.items():
-            if role == REAPED_BY_PARENT_ROLE and pid not in self.used and role in spent:
-                spent[role] = max(spent[role] - seconds, 0.0)
+        for pid, (_role, seconds) in earlier.used.items():
+            parent = earlier.parents.get(pid)
+            if pid in self.used or parent is None or parent not in self.used:
+                continue
+            parent_role = self.used[parent][0]
+            if parent_role in spent:
+                spent[parent_role] = max(spent[parent_role] - seconds, 0.0)
         return spent
+
+    def stack_seconds_since(self, earlier: CpuSnapshot) -> float:
+        """CPU seconds of the whole stack between ``earlier`` and now: every role but the benchmark process."""
+        return sum(seconds for role, seconds in self.since(earlier).items() if role != BENCHMARK_ROLE)
+
+    def stack_ms_per(self, earlier: CpuSnapshot, items: int) -> float:
+        """Milliseconds of the stack's CPU per item (message, retrieve, job) over the window; NaN for none."""
+        if items <= 0:
+            return math.nan
+        return self.stack_seconds_since(earlier) / items * 1000.0
+
+    def stack_cpu_cell(self, earlier: CpuSnapshot, items: int, unit: str) -> str:
+        """``12.3 ms per message (postgres 4.1, worker-ingest 3.0, ...)``: the stack's CPU per item, by role."""
+        per_item = self.stack_ms_per(earlier, items)
+        if math.isnan(per_item):
+            return "n/a"
+        spent = sorted(
+            ((role, seconds) for role, seconds in self.since(earlier).items() if role != BENCHMARK_ROLE),
+            key=lambda item: -item[1],
+        )
+        shown = ", ".join(f"{role} {seconds / items * 1000:.1f}" for role, seconds in spent[:4] if seconds > 0)
+        return f"{per_item:,.1f} ms per {unit}" + (f" ({shown})" if shown else "")
 
     def describe_since(self, earlier: CpuSnapshot, top: int = 6) -> str:
         """``api 45%, postgres 30%, ...`` of one core over the window, busiest first, and the total."""
@@ -730,6 +850,9 @@ class MemorySampler:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.errors = 0
+        # CPU seconds the sampling thread used: where the service runs in this process, its CPU
+        # per unit of work is reported without the sampler's.
+        self.own_cpu_s = 0.0
 
     def __enter__(self) -> Self:
         return self.start()
@@ -755,8 +878,10 @@ class MemorySampler:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            started = time.monotonic()
+            started, cpu = time.monotonic(), time.thread_time()
             self.sample()
+            with self._lock:
+                self.own_cpu_s += time.thread_time() - cpu
             self._stop.wait(max(0.0, self.interval_s - (time.monotonic() - started)))
 
     def sample(self) -> int:

@@ -43,7 +43,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ops.bench.common import append_results, machine_info, markdown_table, percentile, shielded
+from ops.bench.common import (
+    IN_PROCESS_ROLE,
+    append_results,
+    cpu_snapshot_of,
+    machine_info,
+    markdown_table,
+    percentile,
+    shielded,
+)
 
 THRESHOLD_STEPS = [round(0.05 * step, 2) for step in range(2, 21)]  # 0.10 .. 1.00
 SCORES = ("similarity", "word_similarity")
@@ -702,6 +710,8 @@ def run(quick: bool, record: bool, embedder: str) -> int:
     from memory_core.db.migrate import upgrade
     from memory_core.settings import load_settings
     from memory_core.write.context import build_write_context
+    from ops.bench.ingest import LOCOMO_PATH
+    from ops.bench.locomo import load_conversations
     from ops.embedded import EmbeddedStack
 
     for name in list(os.environ):
@@ -732,7 +742,12 @@ def run(quick: bool, record: bool, embedder: str) -> int:
                 conn.execute(text("CREATE EXTENSION IF NOT EXISTS pg_trgm"))
                 records = corpus_tests(conn, wctx.embedder)
             print(f"tests corpus: {len(records)} mentions; LoCoMo ingest...", flush=True)
+            # The pipeline runs in this process: its CPU and the embedded servers' are the stack's.
+            servers = {"postgres": stack.postgres.data_dir, "redis": stack.redis.data_dir}
+            cpu = cpu_snapshot_of({}, servers, own_role=IN_PROCESS_ROLE)
             locomo, failed, ingest_s = corpus_locomo(wctx, quick)
+            turns = sum(len(t) for t in load_conversations(LOCOMO_PATH, quick=quick).messages.values())
+            ingest_cpu = cpu_snapshot_of({}, servers, own_role=IN_PROCESS_ROLE).stack_cpu_cell(cpu, turns, "turn")
             records.extend(locomo)
             print(f"LoCoMo: {len(locomo):,} fuzzy-band mentions in {ingest_s:.0f} s; calibrating...", flush=True)
             records_path.write_text(json.dumps([asdict(r) for r in records]))
@@ -758,7 +773,9 @@ def run(quick: bool, record: bool, embedder: str) -> int:
         flag = (" --quick" if quick else "") + (f" --embedder {embedder}" if embedder != "hashing" else "")
         section = (
             f"{title}{' — quick' if quick else ''}\n\n- command: `./ops/bench/entity-trgm{flag}`\n"
-            f"- machine: {machine.describe()}; {load}\n- embedder: {embedder}; records: {records_path}\n\n{body}\n"
+            f"- machine: {machine.describe()}; {load}\n- embedder: {embedder}; records: {records_path}\n"
+            f"- CPU of the LoCoMo ingest (PostgreSQL, Redis and this process, where the pipeline and the "
+            f"recording of both rankings run): {ingest_cpu}\n\n{body}\n"
         )
         print("\n" + section)
         if record:

@@ -42,6 +42,7 @@ import psycopg
 import uvloop
 
 from ops.bench.common import (
+    BENCHMARK_ROLE,
     GIB,
     SHARED_DATA,
     TOP_STATEMENTS_TITLE,
@@ -59,6 +60,7 @@ from ops.bench.common import (
     percentile,
     secs,
     shielded,
+    stack_cpu_label,
     statements_block,
     text_table,
     verdict,
@@ -1231,19 +1233,41 @@ class Window:
     stack: BenchStack
     started: float = 0.0
     cpu: CpuSnapshot | None = None
+    end_cpu: CpuSnapshot | None = None
     logs: dict[Path, int] = field(default_factory=dict)
 
     def open(self) -> Window:
         """Start the window now."""
         self.started = time.monotonic()
         self.cpu = self.stack.cpu_snapshot()
+        self.end_cpu = None
         self.logs = self.stack.log_positions()
         return self
+
+    def close(self) -> CpuSnapshot:
+        """End the window's CPU count now (the phase's work is done); later calls keep this end."""
+        if self.end_cpu is None:
+            self.end_cpu = self.stack.cpu_snapshot()
+        return self.end_cpu
+
+    def cpu_row(self, label: str, messages: int, *, complete: bool = True) -> Row:
+        """The stack's CPU per message over the window (every process of the stack, the benchmark's apart).
+
+        A phase that timed out spent CPU on messages still in flight: its figure is marked.
+        """
+        assert self.cpu is not None
+        cell = self.close().stack_cpu_cell(self.cpu, messages, "message")
+        return Row(label, stack_cpu_label("message"), cell + ("" if complete else INCOMPLETE_CPU))
+
+    def cpu_ms(self, messages: int) -> float:
+        """The stack's CPU per message over the window, in milliseconds."""
+        assert self.cpu is not None
+        return self.close().stack_ms_per(self.cpu, messages)
 
     def notes(self, label: str, messages: int = 0) -> list[str]:
         """CPU by process over the window (per message too, given ``messages``), and the reasons stages retried."""
         assert self.cpu is not None
-        now = self.stack.cpu_snapshot()
+        now = self.close()
         out = [
             f"{label}: CPU by process (share of one core; the machine has {os.cpu_count()}): "
             f"{now.describe_since(self.cpu)}."
@@ -1275,6 +1299,8 @@ class PhaseReport:
     rows: list[Row] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     targets: dict[str, bool] = field(default_factory=dict)
+    # The stack's CPU per message processed over the phase, when the phase processes messages.
+    cpu_ms: float = math.nan
 
 
 def phase_end_to_end(
@@ -1432,6 +1458,8 @@ def _add_outcome(report: PhaseReport, label: str, stats: RunStats, window: Windo
             "0 failed",
         )
     )
+    report.rows.append(window.cpu_row(label, stats.done + stats.failed, complete=not stats.timed_out))
+    report.cpu_ms = math.nan if stats.timed_out else window.cpu_ms(stats.done + stats.failed)
     report.rows.append(Row(label, "wall time / peak memory", f"{secs(wall_s)} / {mib(peak)}"))
     report.notes.append(
         f"{label}: time in stages {_stage_summary(stats)}; processing without queueing p50 "
@@ -1487,6 +1515,8 @@ class LoadResult:
     errors: list[str]
     wall_s: float
     client_cpu_ms: float
+    # The API processes' CPU per request (the workers process accepted messages meanwhile).
+    api_cpu_ms: float = math.nan
 
     @property
     def rate(self) -> float:
@@ -1525,26 +1555,35 @@ def phase_acceptance(
         flush=True,
     )
 
-    def client_cpu(before: CpuSnapshot, count: int) -> float:
-        spent = stack.cpu_snapshot().since(before).get("benchmark process", 0.0)
-        return spent / count * 1000 if count else math.nan
+    def load_result(lat: list[float], err: list[str], wall_s: float, before: CpuSnapshot) -> LoadResult:
+        spent = stack.cpu_snapshot().since(before)
+        count = len(lat)
+        client = spent.get(BENCHMARK_ROLE, 0.0)
+        api = sum(seconds for role, seconds in spent.items() if role.startswith("api"))
+        return LoadResult(
+            lat,
+            err,
+            wall_s,
+            client / count * 1000 if count else math.nan,
+            api / count * 1000 if count else math.nan,
+        )
 
     async def measure() -> tuple[LoadResult, LoadResult, LoadResult, LoadResult]:
         await _post_all_raw(stack, warmup, concurrency=min(sizes.api_clients, len(warmup)))
         before, started = stack.cpu_snapshot(), time.perf_counter()
         lat, err = await _post_all_raw(stack, singles, concurrency=sizes.api_clients)
-        closed_load = LoadResult(lat, err, time.perf_counter() - started, client_cpu(before, len(lat)))
+        closed_load = load_result(lat, err, time.perf_counter() - started, before)
         async with _client(stack, sizes.api_clients) as client:
             before, started = stack.cpu_snapshot(), time.perf_counter()
             lat, err = await _post_all(client, control, concurrency=sizes.api_clients)
-            httpx_load = LoadResult(lat, err, time.perf_counter() - started, client_cpu(before, len(lat)))
+            httpx_load = load_result(lat, err, time.perf_counter() - started, before)
         before, started = stack.cpu_snapshot(), time.perf_counter()
         lat, err = await _post_all_raw(stack, opened, concurrency=sizes.api_clients, rate=sizes.api_open_rate)
-        open_load = LoadResult(lat, err, time.perf_counter() - started, client_cpu(before, len(lat)))
+        open_load = load_result(lat, err, time.perf_counter() - started, before)
         async with _client(stack, sizes.batch_clients) as client:
             before, started = stack.cpu_snapshot(), time.perf_counter()
             lat, err = await _post_all(client, batches, concurrency=sizes.batch_clients)
-            batch_load = LoadResult(lat, err, time.perf_counter() - started, client_cpu(before, len(lat)))
+            batch_load = load_result(lat, err, time.perf_counter() - started, before)
         return closed_load, httpx_load, open_load, batch_load
 
     window = Window(stack).open()
@@ -1603,6 +1642,14 @@ def phase_acceptance(
             f"{batch_rate:,.0f} msg/s (batch p50 {ms(percentile(batch_load.latencies, 50))}, "
             f"max {ms(max(batch_load.latencies, default=math.nan))})",
             f">= {TARGET_BATCH_RATE:,.0f} msg/s: {verdict(batch_ok)}",
+        )
+    )
+    rows.append(
+        Row(
+            label,
+            "API processes' CPU per single POST (closed loop; open loop) / per message of a batch",
+            f"{closed_load.api_cpu_ms:.2f} ms; {open_load.api_cpu_ms:.2f} ms / "
+            f"{batch_load.api_cpu_ms / sizes.batch_size:.3f} ms",
         )
     )
     rows.append(Row(label, "wall time / peak memory", f"{secs(finished - started)} / {mib(peak)}"))
@@ -1725,6 +1772,7 @@ def phase_locomo(
                 last_print = now
             time.sleep(POLL_INTERVAL_S)
     wall = time.monotonic() - started
+    window.close()
     peak = sampler.peak(started, time.monotonic())
     failed = sum(int(item["failed"]) for item in progress)
     done = sum(int(item["done"]) for item in progress)
@@ -1739,6 +1787,8 @@ def phase_locomo(
     )
     rows.append(Row(label, "wall time (first POST -> nothing pending)", secs(wall)))
     rows.append(Row(label, "processed", f"{(done + failed) / wall:,.1f} msg/s" if wall > 0 else "n/a"))
+    rows.append(window.cpu_row(label, done + failed, complete=not timed_out))
+    report.cpu_ms = math.nan if timed_out else window.cpu_ms(done + failed)
     rows.append(
         Row(
             label,
@@ -1774,6 +1824,7 @@ TARGET_TOKEN_RATIO = 0.7
 TARGET_THROUGHPUT_RATIO = 2.0
 TARGET_MEMORY_DRIFT = 0.02
 LLM_PACED_RATE = 20.0
+INCOMPLETE_CPU = " - run incomplete (timed out): messages still in flight took CPU too, not comparable"
 
 _MEMORY_SQL = """
 SELECT (SELECT count(*) FROM memory_facts WHERE agent_id = ANY(%(agents)s) AND valid_to IS NULL),
@@ -1802,6 +1853,7 @@ class ModeFigures:
     unexplained_facts: int = 0
     breakdown: str = ""
     foreign_examples: list[str] = field(default_factory=list)
+    cpu_ms: float = math.nan
     # What the stub served (OpenAI's prompt-cache rule simulated): prompt and cached prompt tokens.
     served_prompt: int = 0
     served_cached: int = 0
@@ -1883,12 +1935,14 @@ def _paced_llm(
     agent_ids = sorted({path.split("/")[3] for path, _ in requests})
     print(f"{label}: {len(requests):,} single POSTs at {LLM_PACED_RATE:.0f} msg/s over {agents} agents...", flush=True)
     model.reset()
+    window = Window(stack).open()
     _, errors = asyncio.run(_post_all_raw(stack, requests, concurrency=8, rate=LLM_PACED_RATE))
     if errors:
         raise RuntimeError(f"{label}: {len(errors)} messages refused, e.g. {errors[0]}")
     _, _, _, timed_out = wait_for_runs(
         stack.database_url, agent_ids, len(requests), timeout_s=120, label=label, alive=stack.processes_exited
     )
+    cpu_ms = math.nan if timed_out else window.cpu_ms(len(requests))
     stats = run_stats(stack.database_url, agent_ids, len(requests))
     stats.timed_out = timed_out
     calls = model.counts()
@@ -1900,6 +1954,7 @@ def _paced_llm(
         failed=stats.failed,
         pending=stats.pending,
         breakdown=_calls_breakdown(calls),
+        cpu_ms=cpu_ms,
     )
     figures.serve(model.served())
     return figures, stats
@@ -1958,6 +2013,7 @@ def phase_llm_batching(
             failed=stats.failed,
             pending=stats.pending,
             breakdown=_calls_breakdown(calls),
+            cpu_ms=e2e.cpu_ms,
         )
         burst[mode].serve(model.served())
         report.notes.extend(e2e.notes)
@@ -1983,6 +2039,7 @@ def phase_llm_batching(
                 failed=import_stats.failed,
                 pending=import_stats.pending,
                 breakdown=_calls_breakdown(calls),
+                cpu_ms=import_report.cpu_ms,
             )
             figures.serve(model.served())
             imports, _ = locomo_imports(LOCOMO_PATH, sizes.locomo_fraction)
@@ -2061,6 +2118,19 @@ def _batching_rows(
                 " -> ".join(f"{figure.rate:,.1f}" for _, figure in shown)
                 + f" msg/s (batched / {base_name}: {speed:.2f}x)",
                 cell,
+            )
+        )
+        rows.append(
+            Row(
+                label,
+                f"{stack_cpu_label('message')}, {modes}",
+                " -> ".join(f"{figure.cpu_ms:,.1f}" for _, figure in shown)
+                + " ms"
+                + (
+                    " (nan: that run timed out, messages still in flight)"
+                    if any(math.isnan(figure.cpu_ms) for _, figure in shown)
+                    else ""
+                ),
             )
         )
         rows.append(

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from ops.bench.common import (
+    IN_PROCESS_ROLE,
     BenchStack,
     MachineInfo,
     MemorySampler,
@@ -158,8 +159,11 @@ def load_conversations(path: Path, *, quick: bool) -> Conversations:
 class PipelineStack(BenchStack):
     """The benchmarks' stack with the service's processes stopped: the pipeline runs in this process.
 
-    Memory samples count the embedded servers and this process (models, pipeline, pools).
+    Memory samples count the embedded servers and this process (models, pipeline, pools); so does
+    the CPU per unit of work.
     """
+
+    own_role = IN_PROCESS_ROLE
 
     def start(self) -> float:
         """Start everything as the other benchmarks do, then stop the service's processes."""
@@ -297,6 +301,9 @@ class EmbedderRun:
     peak_ingest: int = 0
     peak_retrieve: int = 0
     model_load_s: float = 0.0
+    # CPU of the embedded servers and this process (where the pipeline runs) per turn ingested / per question.
+    ingest_cpu_ms: float = math.nan
+    retrieve_cpu_ms: float = math.nan
     skipped: str = ""
     what_if: Scores = field(default_factory=Scores)
     model_only: dict[str, dict[int, list[float]]] = field(default_factory=dict)
@@ -425,6 +432,13 @@ def model_only(embedder: Any, conversations: Conversations) -> dict[str, dict[in
     return results
 
 
+def _without_sampler(per_item_ms: float, sampler: MemorySampler, before_s: float, items: int) -> float:
+    """``per_item_ms`` less the memory sampler's thread (it runs in this process, which the figure counts)."""
+    if items <= 0:
+        return per_item_ms
+    return max(per_item_ms - (sampler.own_cpu_s - before_s) / items * 1000.0, 0.0)
+
+
 def run_embedder(stack: PipelineStack, sampler: MemorySampler, conversations: Conversations, name: str) -> EmbedderRun:
     """Fresh database, ingest, evaluate, for one embedder."""
     from memory_core.providers.errors import ProviderError
@@ -444,16 +458,22 @@ def run_embedder(stack: PipelineStack, sampler: MemorySampler, conversations: Co
     rctx = build_read_context(settings, embedder=wctx.embedder, llm=None)
     try:
         print(f"{name}: ingesting {sum(len(t) for t in conversations.messages.values()):,} turns...", flush=True)
-        started = time.monotonic()
+        started, cpu, sampling = time.monotonic(), stack.cpu_snapshot(), sampler.own_cpu_s
         ingest(wctx, conversations, run)
+        run.ingest_cpu_ms = _without_sampler(
+            stack.cpu_snapshot().stack_ms_per(cpu, run.turns), sampler, sampling, run.turns
+        )
         run.peak_ingest = sampler.peak(started, time.monotonic())
         print(
             f"{name}: ingested in {run.ingest_s:.0f} s ({len(run.failed)} failed); "
             f"{len(conversations.questions):,} questions...",
             flush=True,
         )
-        started = time.monotonic()
+        started, cpu, sampling = time.monotonic(), stack.cpu_snapshot(), sampler.own_cpu_s
         evaluate(rctx, conversations, run)
+        run.retrieve_cpu_ms = _without_sampler(
+            stack.cpu_snapshot().stack_ms_per(cpu, run.questions), sampler, sampling, run.questions
+        )
         run.peak_retrieve = sampler.peak(started, time.monotonic())
         print(f"{name}: diagnosis: the questions again with {WHAT_IF_OVERRIDES}; the model alone...", flush=True)
         evaluate(rctx, conversations, run, overrides=WHAT_IF_OVERRIDES, scores=run.what_if)
@@ -575,6 +595,13 @@ def embedder_report(run: EmbedderRun, conversations: Conversations) -> PhaseRepo
             f"{ms(percentile(run.latencies, 50))} / {ms(percentile(run.latencies, 95))}",
         )
     )
+    rows.append(
+        Row(
+            label,
+            "CPU per turn ingested / per question answered (embedded servers + this process)",
+            f"{run.ingest_cpu_ms:,.1f} ms / {run.retrieve_cpu_ms:,.1f} ms",
+        )
+    )
     rows.append(Row(label, "peak memory: ingest / questions", f"{mib(run.peak_ingest)} / {mib(run.peak_retrieve)}"))
     for name, values in run.model_only.items():
         rows.append(
@@ -613,9 +640,19 @@ def _command(argv: Sequence[str]) -> str:
 
 
 def _section(
-    machine: MachineInfo, *, command: str, quick: bool, load: str, setup: str, rows: Sequence[Row], notes: Sequence[str]
+    machine: MachineInfo,
+    *,
+    command: str,
+    quick: bool,
+    load: str,
+    setup: str,
+    rows: Sequence[Row],
+    notes: Sequence[str],
+    embedders: Sequence[str] = ("hashing", "local"),
 ) -> str:
-    title = f"## LoCoMo retrieval recall — {machine.date:%Y-%m-%d %H:%M} UTC" + (
+    # A run of one embedder has a section of its own: it must not replace the run of both.
+    only = f", {embedders[0]} only" if len(embedders) == 1 else ""
+    title = f"## LoCoMo retrieval recall{only} — {machine.date:%Y-%m-%d %H:%M} UTC" + (
         " — quick (2 sessions)" if quick else ""
     )
     table = markdown_table(
@@ -709,6 +746,17 @@ def run_locomo_benchmark(
             "write pipeline in process (offline skills, one turn at a time), embedded PostgreSQL 18 + pgvector in a "
             "temporary home, a fresh database per embedder"
         )
-        append_results(_section(machine, command=command, quick=quick, load=load, setup=setup, rows=rows, notes=notes))
+        append_results(
+            _section(
+                machine,
+                command=command,
+                quick=quick,
+                load=load,
+                setup=setup,
+                rows=rows,
+                notes=notes,
+                embedders=embedders,
+            )
+        )
         print(f"\nappended to {Path('ops/bench/RESULTS.md')}")
     return 0

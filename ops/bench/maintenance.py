@@ -52,6 +52,7 @@ from ops.bench.common import (
     ms,
     percentile,
     secs,
+    stack_cpu_label,
     text_table,
 )
 from ops.bench.ingest import Row, Window
@@ -123,6 +124,7 @@ class JobWave:
     errors: Counter[str] = field(default_factory=Counter)
     peak_bytes: int = 0
     cpu_note: str = ""
+    cpu_cell: str = ""
 
 
 # ---------------------------------------------------------------------------------------
@@ -342,6 +344,8 @@ def run_wave(
     wave.wall_s = time.monotonic() - started
     wave.peak_bytes = sampler.peak(since=started)
     wave.cpu_note = window.notes(job)[0]
+    assert window.cpu is not None
+    wave.cpu_cell = window.close().stack_cpu_cell(window.cpu, len(run_ids), "job run")
     for status, duration_ms, result, error in rows:
         wave.statuses[status] += 1
         if duration_ms is not None:
@@ -378,6 +382,7 @@ def _wave_rows(wave: JobWave) -> list[Row]:
     return [
         Row(wave.job, "wall time (all agents) / run p50 / p95", f"{secs(wave.wall_s)} / {p50} / {p95}"),
         Row(wave.job, "runs / result totals", f"{statuses}; {totals or 'no counts'}"),
+        Row(wave.job, stack_cpu_label("job run"), wave.cpu_cell or "n/a"),
     ]
 
 
@@ -457,7 +462,7 @@ def _section(machine: str, argv: Sequence[str], rows: Sequence[Row], notes: Sequ
         ["phase", "measure", "result", "target"], [[r.phase, r.measure, r.result, r.target] for r in rows]
     )
     lines = [
-        f"## Maintenance — {stamp}",
+        f"## Maintenance — {stamp}" + (" — quick" if "--quick" in argv else ""),
         "",
         f"- command: `{command}`",
         f"- machine: {machine}",

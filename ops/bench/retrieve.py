@@ -73,6 +73,7 @@ from ops.bench.common import (
     secs,
     shielded,
     speed_probe_ms,
+    stack_cpu_label,
     text_table,
     verdict,
 )
@@ -83,7 +84,6 @@ T = TypeVar("T")
 
 TARGET_P50_S = 0.025
 TARGET_P95_S = 0.060
-TARGET_RATE = 200.0
 TARGET_RECALL = 0.95
 CONCURRENT_CLIENTS = 16
 RECALL_K = 10
@@ -1379,6 +1379,9 @@ class SizeResult:
     # CPU per retrieve by process over the httpx load (warm-up included) and over the control.
     load_cpu: str = ""
     control_cpu: str = ""
+    # The whole stack's CPU per retrieve (the benchmark process apart), over the same two loads.
+    load_stack_cpu: str = ""
+    control_stack_cpu: str = ""
     control_rate: float = math.nan
     control_latencies: list[float] = field(default_factory=list)
     control_errors: list[str] = field(default_factory=list)
@@ -1552,6 +1555,7 @@ def measure_http_concurrent(stack: BenchStack, result: SizeResult, scale: Scale)
     # Over the warm-up too, so divided by every answer (the warm-up's included).
     result.load_client_cpu_ms = spent / max(answered, 1) * 1000.0
     result.load_cpu = _cpu_per_retrieve(before, after, answered)
+    result.load_stack_cpu = after.stack_cpu_cell(before, answered, "retrieve")
     count = max(CONCURRENT_CLIENTS * 4, min(scale.control_requests, int(result.load_rate * scale.throughput_s)))
     requests = [(path, _body(queries[i % len(queries)])) for i in range(count)]
     before = stack.cpu_snapshot()
@@ -1562,7 +1566,9 @@ def measure_http_concurrent(stack: BenchStack, result: SizeResult, scale: Scale)
     wall = time.perf_counter() - started
     result.control_latencies, result.control_errors = control.latencies, control.errors
     result.control_rate = len(control.latencies) / wall if wall > 0 else math.nan
-    result.control_cpu = _cpu_per_retrieve(before, stack.cpu_snapshot(), len(control.latencies))
+    after = stack.cpu_snapshot()
+    result.control_cpu = _cpu_per_retrieve(before, after, len(control.latencies))
+    result.control_stack_cpu = after.stack_cpu_cell(before, len(control.latencies), "retrieve")
 
 
 def _cpu_per_retrieve(before: CpuSnapshot, after: CpuSnapshot, answered: int) -> str:
@@ -1839,15 +1845,12 @@ def size_report(result: SizeResult, dataset: Dataset, *, largest: bool) -> Phase
         )
     )
     rows.append(Row(label, "stage p50 in ms (verbose trace)", _stages(result.stage_ms)))
-    rate_ok = result.load_rate >= TARGET_RATE and not result.load_errors
-    report.targets[f"{label} throughput"] = rate_ok
     rows.append(
         Row(
             label,
             f"throughput, {CONCURRENT_CLIENTS} concurrent httpx clients ({result.walls.get('load window', 0):.0f} s)",
             f"{result.load_rate:,.1f} retrieves/s; p50 / p95 under load {_p(result.load_latencies)}; "
             f"{len(result.load_errors)} errors; client CPU {result.load_client_cpu_ms:.1f} ms/request",
-            f">= {TARGET_RATE:,.0f}/s: {verdict(rate_ok)}",
         )
     )
     rows.append(
@@ -1857,6 +1860,13 @@ def size_report(result: SizeResult, dataset: Dataset, *, largest: bool) -> Phase
             f"({len(result.control_latencies)} requests)",
             f"{result.control_rate:,.1f} retrieves/s; p50 / p95 {_p(result.control_latencies)}; "
             f"{len(result.control_errors)} errors",
+        )
+    )
+    rows.append(
+        Row(
+            label,
+            f"{stack_cpu_label('retrieve')}: minimal client; httpx clients",
+            f"{result.control_stack_cpu or 'n/a'}; {result.load_stack_cpu or 'n/a'}",
         )
     )
     rows.append(

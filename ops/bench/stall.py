@@ -42,6 +42,7 @@ from ops.bench.common import (
     mib,
     ms,
     percentile,
+    stack_cpu_label,
     text_table,
     verdict,
 )
@@ -167,10 +168,15 @@ def run_stall_benchmark(*, quick: bool, keep_home: bool, record: bool, argv: Seq
             seed_s = _seed(stack, 60 if quick else 300)
             query_bytes = int(stack.setting("max_query_bytes"))
             asyncio.run(_normal(stack, 20))  # warm caches and pools
+            cpu = stack.cpu_snapshot()
             quiet = asyncio.run(_normal(stack, count))
+            quiet_cpu = stack.cpu_snapshot().stack_cpu_cell(cpu, len(quiet.latencies), "retrieve")
             rss_before = _api_rss(stack)
-            loaded_started = time.monotonic()
+            loaded_started, cpu = time.monotonic(), stack.cpu_snapshot()
             loaded, heavy, loaded_s = asyncio.run(_loaded(stack, count, query_bytes))
+            loaded_cpu = stack.cpu_snapshot().stack_cpu_cell(
+                cpu, len(loaded.latencies) + len(heavy.latencies), "answered request"
+            )
             rss_after = _api_rss(stack)
             peak = sampler.peak()
             peak_loaded = sampler.peak(since=loaded_started)
@@ -206,6 +212,8 @@ def run_stall_benchmark(*, quick: bool, keep_home: bool, record: bool, argv: Seq
                 _served_latencies(heavy),
                 "",
             ],
+            ["quiet", stack_cpu_label("retrieve"), quiet_cpu, ""],
+            ["loaded", f"{stack_cpu_label('request')}, normal and maximal together", loaded_cpu, ""],
             ["memory", "API processes' RSS before / after the load", f"{mib(rss_before)} / {mib(rss_after)}", ""],
             ["memory", "peak stack memory (PSS): whole run / loaded phase", f"{mib(peak)} / {mib(peak_loaded)}", ""],
         ]
@@ -230,7 +238,7 @@ def _section(machine: str, argv: Sequence[str], rows: Sequence[Sequence[str]], n
     stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     command = " ".join(["./ops/bench/stall", *argv])
     lines = [
-        f"## Stall — {stamp}",
+        f"## Stall — {stamp}" + (" — quick" if "--quick" in argv else ""),
         "",
         f"- command: `{command}`",
         f"- machine: {machine}",

@@ -23,6 +23,7 @@ table-wide index dropped). Figures are printed and appended to ops/bench/RESULTS
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sys
 import time
@@ -38,6 +39,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
 from ops.bench.common import (
+    BENCHMARK_ROLE,
     BenchStack,
     MemorySampler,
     append_results,
@@ -106,6 +108,8 @@ class Measured:
     recall: list[float] = field(default_factory=list)
     statement_ms: list[float] = field(default_factory=list)
     retrieve_ms: list[float] = field(default_factory=list)
+    # CPU of PostgreSQL and this process (where retrieve() runs) per whole retrieve().
+    retrieve_cpu_ms: float = math.nan
     plan: str = ""
 
     def row(self) -> list[str]:
@@ -120,7 +124,8 @@ class Measured:
             if self.retrieve_ms
             else "-"
         )
-        return [self.agent, self.design, recall, statement, retrieve, self.plan]
+        cpu = "-" if math.isnan(self.retrieve_cpu_ms) else f"{self.retrieve_cpu_ms:.1f}"
+        return [self.agent, self.design, recall, statement, retrieve, cpu, self.plan]
 
 
 def _literal(agent_id: str) -> str:
@@ -179,17 +184,31 @@ def measure_statement(
     return measured
 
 
-def measure_retrieve(ctx: Any, agent: TestedAgent, queries: Sequence[str]) -> list[float]:
-    """Whole ``retrieve()`` in this process (ms per question, after a warm-up)."""
+def measure_retrieve(
+    stack: BenchStack,
+    sampler: MemorySampler,
+    *,
+    ctx: Any,
+    agent: TestedAgent,
+    queries: Sequence[str],
+    measured: Measured,
+) -> None:
+    """Whole ``retrieve()`` in this process (ms per question after a warm-up, CPU per question) into ``measured``."""
     from memory_core.read import retrieve
 
     times: list[float] = []
+    cpu, sampling = stack.cpu_snapshot(), sampler.own_cpu_s
     for index, query in enumerate(queries):
         started = time.perf_counter()
         retrieve(ctx, agent_id=agent.agent_id, query=query)
         if index >= WARMUP:
             times.append((time.perf_counter() - started) * 1000.0)
-    return times
+    spent = stack.cpu_snapshot().since(cpu)
+    # The service's read path runs here: its CPU is this process's (less the memory sampler's
+    # thread) and PostgreSQL's.
+    used = spent.get("postgres", 0.0) + spent.get(BENCHMARK_ROLE, 0.0) - (sampler.own_cpu_s - sampling)
+    measured.retrieve_ms = times
+    measured.retrieve_cpu_ms = used / len(queries) * 1000.0 if queries else math.nan
 
 
 def insert_cost_ms(database_url: str, agent_id: str, count: int = INSERTS) -> tuple[float, float]:
@@ -318,7 +337,9 @@ def run_vector_search_benchmark(*, reuse_home: Path, record: bool, argv: Sequenc
                     **common,
                 )
                 if own:
-                    measured.retrieve_ms = measure_retrieve(ctx, agent, questions[agent.agent_id])
+                    measure_retrieve(
+                        stack, sampler, ctx=ctx, agent=agent, queries=questions[agent.agent_id], measured=measured
+                    )
                 results.append(measured)
                 print(f"  {agent.size:,}: {measured.row()}", flush=True)
             with psycopg.connect(url, autocommit=True) as conn:
@@ -381,7 +402,9 @@ def run_vector_search_benchmark(*, reuse_home: Path, record: bool, argv: Sequenc
                 with forced_index({agent.agent_id for agent in indexed}):
                     for agent in indexed:
                         measured = Measured(design=f"table-wide, {mode}: whole retrieve()", agent=f"{agent.size:,}")
-                        measured.retrieve_ms = measure_retrieve(ctx, agent, questions[agent.agent_id])
+                        measure_retrieve(
+                            stack, sampler, ctx=ctx, agent=agent, queries=questions[agent.agent_id], measured=measured
+                        )
                         results.append(measured)
                         print(f"  {agent.size:,}: {measured.row()}", flush=True)
             with psycopg.connect(url, autocommit=True) as conn:
@@ -442,7 +465,15 @@ def run_vector_search_benchmark(*, reuse_home: Path, record: bool, argv: Sequenc
             if ctx is not None:
                 ctx.close()
             stack.stop()
-    headers = ("agent facts", "design", f"recall@{RECALL_K}", "statement p50 / p95 ms", "retrieve p50 / p95 ms", "plan")
+    headers = (
+        "agent facts",
+        "design",
+        f"recall@{RECALL_K}",
+        "statement p50 / p95 ms",
+        "retrieve p50 / p95 ms",
+        "CPU per retrieve ms (PostgreSQL + this process)",
+        "plan",
+    )
     table = [result.row() for result in results]
     write_headers = ("agent facts", "indexes", "ms per fact written (mean)", "p95")
     print("\n" + text_table(headers, table))

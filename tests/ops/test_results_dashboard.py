@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ops.bench.common import RESULTS_HEADER, append_results, benchmark_of, split_sections
+from ops.bench.common import RESULTS_HEADER, append_results, benchmark_of, git_commit, split_sections, with_commit
 
 
 def test_a_run_replaces_its_benchmarks_section_and_keeps_the_others(tmp_path: Path) -> None:
@@ -38,3 +38,20 @@ def test_the_benchmark_is_what_precedes_the_date() -> None:
     assert benchmark_of("## Retrieve — 2026-12-05 09:16 UTC — quick (a tenth of the size)") == "Retrieve (quick)"
     assert benchmark_of("## What we learned (hand-written, 2026-11-30 14:50 UTC)") is None
     assert benchmark_of("## Some notes") is None
+
+
+def test_every_recorded_section_names_its_commit(tmp_path: Path) -> None:
+    results = tmp_path / "RESULTS.md"
+    append_results("## Stall — 2026-12-01 10:00 UTC\n\n- command: `./ops/bench/stall`\n- machine: m\n", results)
+    append_results("## Outages (ops/chaos), 2026-12-01 12:00 UTC\n\n2 CPUs\n", results)
+    append_results("## Retrieve — 2026-12-01 11:00 UTC\n\n- command: `x`\n- commit: `abc123`\n", results)
+
+    _, sections = split_sections(results.read_text())
+    stall, outages, retrieve = (section.splitlines() for section in sections)
+    assert stall[2:4] == ["- command: `./ops/bench/stall`", f"- commit: `{git_commit()}`"]
+    assert outages[2] == f"- commit: `{git_commit()}`"
+    assert "2 CPUs" in outages
+    assert [line for line in retrieve if line.startswith("- commit:")] == ["- commit: `abc123`"]
+    assert with_commit("## T — 2026-12-01 10:00 UTC\n\n- command: `y`", "f00") == (
+        "## T — 2026-12-01 10:00 UTC\n\n- command: `y`\n- commit: `f00`"
+    )
