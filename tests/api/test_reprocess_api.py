@@ -130,6 +130,10 @@ def stack(
     finally:
         embedder.released.set()
         engine.dispose()
+        # The worker's pool would keep its connections open for the rest of the session.
+        worker_context = getattr(app, "_arandu_write_context", None)
+        if worker_context is not None:
+            worker_context.engine.dispose()
         app.close()
 
 
