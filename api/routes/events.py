@@ -12,9 +12,11 @@ from starlette.responses import JSONResponse
 from api.auth import ADMIN, READ, may_see, require_api_key
 from api.dependencies import JsonBody, answer, body_doc, get_state, parse_json
 from api.errors import ApiError
+from api.routes.agent_config import config_resolver
 from api.routes.messages import AgentId
 from api.run_errors import client_error
 from api.schemas import ErrorBody, EventStatus, RetryAccepted, RetryIn
+from memory_core.agent_config import load_agent_overrides
 from memory_core.db.models import MemoryEvent, PipelineRun
 from memory_core.write.runs import redrive
 from memory_core.write.schemas import STAGE_INPUT_STATUS, TERMINAL_STATUSES
@@ -121,7 +123,8 @@ def retry_event(request: Request, event_id: uuid.UUID, body: JsonBody) -> JSONRe
         owner = session.execute(select(PipelineRun.agent_id).where(PipelineRun.event_id == event_id)).scalar()
         if owner is None or not may_see(request, owner):
             raise _not_found(event_id)
-        start = redrive(session, event_id, from_scratch=options.from_scratch)
+        config = config_resolver(request).for_agent(load_agent_overrides(session, owner))
+        start = redrive(session, event_id, from_scratch=options.from_scratch, config=config)
         if start is None:
             status = session.execute(select(PipelineRun.status).where(PipelineRun.event_id == event_id)).scalar()
             if status is None:

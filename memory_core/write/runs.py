@@ -14,6 +14,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.orm import Session
 
+from memory_core.config import MemoryConfig
 from memory_core.db.models import AgentConfig, Import, MemoryEvent, PipelineRun, PipelineStageOutput
 from memory_core.write.schemas import STAGE_INPUT_STATUS, STAGES, TERMINAL_STATUSES
 
@@ -364,13 +365,16 @@ def mark_failed(session: Session, event_id: uuid.UUID, stage: str, error: str) -
     )
 
 
-def redrive(session: Session, event_id: uuid.UUID, *, from_scratch: bool) -> str | None:
+def redrive(
+    session: Session, event_id: uuid.UUID, *, from_scratch: bool, config: MemoryConfig | None = None
+) -> str | None:
     """Reset a failed (or, ``from_scratch``, a done) run so the pipeline runs again.
 
     A failed run resumes at the stage that failed, keeping earlier stages' outputs; from
     scratch clears them and re-extracts (for example after changing the model), and a done
     run's facts and repetitions are withdrawn from memory first (:mod:`memory_core.write.withdraw`). Returns the
     stage to start from, or None when the run is in a state that cannot be re-driven.
+    ``config`` is the agent's effective config, which the withdrawal follows.
     """
     run = session.get(PipelineRun, event_id, with_for_update=True)
     if run is None:
@@ -387,7 +391,7 @@ def redrive(session: Session, event_id: uuid.UUID, *, from_scratch: bool) -> str
             occurred_at = session.execute(
                 select(MemoryEvent.occurred_at).where(MemoryEvent.id == event_id)
             ).scalar_one()
-            withdraw_result(session, run.agent_id, occurred_at, run.result)
+            withdraw_result(session, run.agent_id, occurred_at, run.result, config)
         run.status = "received"
         run.llm_cache = {}
         run.result = None

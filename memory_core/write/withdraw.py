@@ -72,7 +72,7 @@ _UNREINFORCE_EDGES = text(
 )
 
 
-def _withdraw_edges(session: Session, agent_id: str, written: WriteResult) -> None:
+def _withdraw_edges(session: Session, agent_id: str, written: WriteResult, config: MemoryConfig) -> None:
     """The message's relationships lose its reinforcement; one it alone created (its evidence deleted
     with the message's facts, never repeated) goes."""
     edges = sorted(
@@ -89,15 +89,23 @@ def _withdraw_edges(session: Session, agent_id: str, written: WriteResult) -> No
         "sources": [edge[0] for edge in edges],
         "targets": [edge[1] for edge in edges],
         "types": [edge[2] for edge in edges],
-        "initial": MemoryConfig().relationship_initial_strength,
+        "initial": config.relationship_initial_strength,
         "step": RELATIONSHIP_REINFORCEMENT,
     }
     session.execute(_DELETE_LONE_EDGES, params)
     session.execute(_UNREINFORCE_EDGES, params)
 
 
-def withdraw_result(session: Session, agent_id: str, occurred_at: datetime, result: dict[str, Any] | None) -> Withdrawn:
+def withdraw_result(
+    session: Session,
+    agent_id: str,
+    occurred_at: datetime,
+    result: dict[str, Any] | None,
+    config: MemoryConfig | None = None,
+) -> Withdrawn:
     """Undo ``result`` (the message's stored write result) in the caller's transaction.
+
+    ``config`` is the agent's effective config (the seeds' defaults when not given).
 
     The caller holds the run row's lock and the agent's lock (the apply step's order).
     """
@@ -171,6 +179,6 @@ def withdraw_result(session: Session, agent_id: str, occurred_at: datetime, resu
         ),
         params,
     )
-    _withdraw_edges(session, agent_id, written)
+    _withdraw_edges(session, agent_id, written, config or MemoryConfig())
     refresh_entity_counts(session, agent_id, entity_keys)
     return Withdrawn(deleted, kept, unreinforced, reopened)
