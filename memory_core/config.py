@@ -286,6 +286,16 @@ class MemoryConfig(BaseModel):
             "within topk_events; False lists the matched messages only; name ours."
         ),
     )
+    event_query_unnamed_share: Ratio = Field(
+        1.0,
+        description=(
+            "Relevant conversations compare the messages with the embedding of the query without its names (at "
+            "1; a share in between mixes it with the query's own): a message rarely names its speaker, and a name in "
+            "the query pulls in the messages that address that person instead; names still count through the "
+            "keyword signal. 0 uses the query as it is; one more text in the embedding call when the query "
+            "names someone; name ours."
+        ),
+    )
     event_reply_max_gap_s: int = Field(
         21_600,
         ge=0,

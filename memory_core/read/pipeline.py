@@ -23,6 +23,7 @@ events, spreading, patterns or the reranker it is merely poorer. Each degradatio
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, wait
@@ -60,6 +61,7 @@ from memory_core.read.focus import weigh_graph_nodes
 from memory_core.read.keywords import counts_to_fold, keyword_weights, reweigh_keywords
 from memory_core.read.message_signal import facts_said_in, set_message_signal
 from memory_core.read.planner import RetrievalPlan, finalize_plan, plan_retrieval
+from memory_core.read.query_names import without_names
 from memory_core.read.rank import Candidate, RankedFact, merge_candidates, rank_candidates, sort_ranked
 from memory_core.read.rank import select_final as select_final_facts
 from memory_core.read.read_transaction import begin_read, begin_read_for_agent, plan_generically
@@ -149,6 +151,8 @@ class _Run:
     trace: dict[str, Any] = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     degraded: list[str] = field(default_factory=list)
+    # The query's embedding without its names, for relevant conversations (memory_core.read.query_names).
+    event_vector: list[float] | None = None
 
     def timed(self, stage: str, started: float) -> float:
         elapsed = (time.perf_counter() - started) * 1000.0
@@ -554,6 +558,28 @@ def _plans_generically_from_expansion(
     )
 
 
+def _embed_query(ctx: ReadContext, config: MemoryConfig, query: str) -> tuple[list[float] | None, list[float] | None]:
+    """The query's embedding, and the one relevant conversations compare messages with (None: the same).
+
+    When the query names someone and ``event_query_unnamed_share`` is above 0, the latter mixes
+    the query's embedding with the embedding of the query without its names (one embedder call
+    for both; :mod:`memory_core.read.query_names`).
+    """
+    share = config.event_query_unnamed_share
+    stripped = without_names(query) if share > 0 and config.topk_events > 0 else None
+    if stripped is None:
+        return ctx.embedder.embed_one(query), None
+    full, bare = ctx.embedder.embed([query, stripped])
+    return list(full), _mix(full, bare, share)
+
+
+def _mix(full: Sequence[float], bare: Sequence[float], share: float) -> list[float]:
+    """``(1 - share) x full + share x bare``, unit length (cosine similarity is read as ``1 - distance``)."""
+    mixed = [(1.0 - share) * a + share * b for a, b in zip(full, bare, strict=True)]
+    norm = math.sqrt(sum(value * value for value in mixed))
+    return [value / norm for value in mixed] if norm > 0 else list(bare)
+
+
 def _start_events(
     run: _Run, session: Session, outcome: _ReadOutcome, vector: list[float] | None
 ) -> Future[list[RetrievedEvent]] | None:
@@ -570,11 +596,13 @@ def _start_events(
     config = run.config
     support = fact_support(outcome.ranked[: config.reranker_candidate_multiplier * config.topk_facts])
 
+    event_vector = run.event_vector if run.event_vector is not None else vector
+
     def read_events(events_session: Session) -> list[RetrievedEvent]:
         return relevant_conversations(
             events_session,
             run.agent_id,
-            vector,
+            event_vector,
             run.plan.words,
             config,
             now=run.now,
@@ -840,7 +868,7 @@ def retrieve(
     vector: list[float] | None = None
     embed_started = time.perf_counter()
     try:
-        vector = ctx.embedder.embed_one(query)
+        vector, run.event_vector = _embed_query(ctx, config, query)
     except Exception as error:  # fail-safe: keyword and graph signals still work without a vector
         run.degrade("embedding", error, "semantic search and relevant conversations are off")
     run.timed("embedding", embed_started)

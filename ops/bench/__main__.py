@@ -118,6 +118,13 @@ def main(argv: list[str] | None = None) -> int:
         "--keep-home", action="store_true", help="keep the temporary ARANDU_HOME (logs, database) for diagnosis"
     )
     locomo.add_argument("--no-record", action="store_true", help="print the figures, not recorded in RESULTS.md")
+    locomo.add_argument(
+        "--what-if",
+        metavar="JSON",
+        default=None,
+        help="config_overrides of the diagnosis pass (the questions asked again on the same data, for an A/B in "
+        "one run), e.g. '{\"event_query_unnamed_share\": 0}'; default: keyword_idf and entity_specificity off",
+    )
     trgm = sub.add_parser(
         "entity-trgm",
         help="entity resolution's fuzzy band: name embeddings + pgvector against pg_trgm (decisions and speed)",
@@ -210,6 +217,7 @@ def main(argv: list[str] | None = None) -> int:
             keep_home=args.keep_home,
             record=not args.no_record,
             argv=raw_args[1:],
+            what_if=args.what_if,
         )
     if args.benchmark == "entity-trgm":
         from ops.bench.entity_trgm import run as run_entity_trgm

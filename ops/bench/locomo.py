@@ -439,7 +439,13 @@ def _without_sampler(per_item_ms: float, sampler: MemorySampler, before_s: float
     return max(per_item_ms - (sampler.own_cpu_s - before_s) / items * 1000.0, 0.0)
 
 
-def run_embedder(stack: PipelineStack, sampler: MemorySampler, conversations: Conversations, name: str) -> EmbedderRun:
+def run_embedder(
+    stack: PipelineStack,
+    sampler: MemorySampler,
+    conversations: Conversations,
+    name: str,
+    what_if: Mapping[str, Any] = WHAT_IF_OVERRIDES,
+) -> EmbedderRun:
     """Fresh database, ingest, evaluate, for one embedder."""
     from memory_core.providers.errors import ProviderError
     from memory_core.read import build_read_context
@@ -475,8 +481,8 @@ def run_embedder(stack: PipelineStack, sampler: MemorySampler, conversations: Co
             stack.cpu_snapshot().stack_ms_per(cpu, run.questions), sampler, sampling, run.questions
         )
         run.peak_retrieve = sampler.peak(started, time.monotonic())
-        print(f"{name}: diagnosis: the questions again with {WHAT_IF_OVERRIDES}; the model alone...", flush=True)
-        evaluate(rctx, conversations, run, overrides=WHAT_IF_OVERRIDES, scores=run.what_if)
+        print(f"{name}: diagnosis: the questions again with {dict(what_if)}; the model alone...", flush=True)
+        evaluate(rctx, conversations, run, overrides=what_if, scores=run.what_if)
         run.model_only = model_only(wctx.embedder, conversations)
     finally:
         rctx.close()
@@ -500,7 +506,17 @@ def _published() -> str:
     return "; ".join(parts)
 
 
-def embedder_report(run: EmbedderRun, conversations: Conversations) -> PhaseReport:
+def what_if_label(what_if: Mapping[str, Any]) -> str:
+    """How the diagnosis pass is named in the table: what it changes against :data:`OVERRIDES`."""
+    if dict(what_if) == WHAT_IF_OVERRIDES:
+        return "keyword_idf and entity_specificity off (the seeds' fact ranking)"
+    changed = {key: value for key, value in what_if.items() if OVERRIDES.get(key, object()) != value}
+    return "the same questions with " + json.dumps(changed)
+
+
+def embedder_report(
+    run: EmbedderRun, conversations: Conversations, what_if: Mapping[str, Any] = WHAT_IF_OVERRIDES
+) -> PhaseReport:
     """Rows and notes of one embedder."""
     report = PhaseReport()
     rows = report.rows
@@ -615,15 +631,20 @@ def embedder_report(run: EmbedderRun, conversations: Conversations) -> PhaseRepo
         rows.append(
             Row(
                 label,
-                "diagnosis: keyword_idf and entity_specificity off (the seeds' fact ranking), recall@5 / @10 / @25",
-                _triple(run.what_if.recall),
+                f"diagnosis: {what_if_label(what_if)}, recall@5 / @10 / @25",
+                _triple(run.what_if.recall)
+                + "; @10 by category: "
+                + ", ".join(
+                    f"{CATEGORIES.get(category, '?')} {mean_pct(values[10]):.1f}"
+                    for category, values in sorted(run.what_if.by_category.items())
+                ),
             )
         )
     variants = "; ".join(f"{name} {_triple(values)}" for name, values in run.scores.variants.items())
     report.notes.append(f"{label}: recall@5 / @10 / @25 of other orderings of the same answers: {variants}.")
     if run.what_if.recall[5]:
         variants = "; ".join(f"{name} {_triple(values)}" for name, values in run.what_if.variants.items())
-        report.notes.append(f"{label}: the same with keyword_idf and entity_specificity off: {variants}.")
+        report.notes.append(f"{label}: the same with {what_if_label(what_if)}: {variants}.")
     if run.failed:
         report.notes.append(f"{label}: {len(run.failed)} turns failed, e.g. {run.failed[0]}")
     if run.warnings:
@@ -666,14 +687,29 @@ def _section(
 
 
 def run_locomo_benchmark(
-    *, embedders: Sequence[str], quick: bool, keep_home: bool, record: bool, argv: Sequence[str]
+    *,
+    embedders: Sequence[str],
+    quick: bool,
+    keep_home: bool,
+    record: bool,
+    argv: Sequence[str],
+    what_if: str | None = None,
 ) -> int:
-    """Run the recipe for each embedder, print the table and append it to RESULTS.md."""
+    """Run the recipe for each embedder, print the table and append it to RESULTS.md.
+
+    ``what_if``: JSON config_overrides of the diagnosis pass, on top of :data:`OVERRIDES`
+    (default :data:`WHAT_IF_OVERRIDES`): an A/B of one setting on the same ingested data.
+    """
     machine = machine_info()
     command = _command(argv)
     load = "load average at start {:.2f} / {:.2f} / {:.2f} (1 / 5 / 15 min)".format(*os.getloadavg())
     if not LOCOMO_PATH.exists():
         print(f"error: {LOCOMO_PATH} not found", file=sys.stderr)
+        return 2
+    try:
+        diagnosis = WHAT_IF_OVERRIDES if what_if is None else {**OVERRIDES, **dict(json.loads(what_if))}
+    except (ValueError, TypeError) as error:
+        print(f"error: --what-if must be a JSON object: {error}", file=sys.stderr)
         return 2
     conversations = load_conversations(LOCOMO_PATH, quick=quick)
     rows: list[Row] = []
@@ -690,7 +726,9 @@ def run_locomo_benchmark(
         print(f"embedded servers ready in {ready_s:.1f} s under {stack.home}", flush=True)
         sampler.start()
         for name in embedders:
-            report = embedder_report(run_embedder(stack, sampler, conversations, name), conversations)
+            report = embedder_report(
+                run_embedder(stack, sampler, conversations, name, diagnosis), conversations, diagnosis
+            )
             rows.extend(report.rows)
             notes.extend(report.notes)
             targets.update(report.targets)

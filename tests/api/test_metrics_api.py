@@ -6,6 +6,7 @@ exactly what it caused.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -100,8 +101,13 @@ def test_metrics_follow_events_through_queues_stages_and_skills(stack: Stack) ->
     messages = ["Eu moro em Lisboa.", "Minha irmã se chama Carla.", "Eu trabalho na Vertix.", "Eu adoro café."]
     events = [stack.post(message) for message in messages]
 
-    # No worker yet: the events wait for the collector, which waits in the ingest queue.
+    # No worker yet: the events wait for the collector, which waits in the ingest queue. The API
+    # publishes committed events on a thread of its own, after answering: wait for all four.
+    deadline = time.monotonic() + 15
     waiting = stack.scrape()
+    while value(waiting, "arandu_queue_depth", queue="intake") < 4 and time.monotonic() < deadline:
+        time.sleep(0.1)
+        waiting = stack.scrape()
     assert value(waiting, "arandu_events_received_total") == 4
     assert value(waiting, "arandu_events_processed_total") == 0
     assert value(waiting, "arandu_events_in_pipeline", status="received") == 4

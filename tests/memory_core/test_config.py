@@ -58,6 +58,7 @@ SEED_DEFAULTS: list[tuple[str, Any]] = [
     ("entity_specificity", True),
     ("event_reply_context", True),
     ("event_reply_max_gap_s", 21_600),
+    ("event_query_unnamed_share", 1.0),
     # Reranker
     ("enable_reranker", True),
     ("reranker_timeout_sec", 5.0),

@@ -15,7 +15,9 @@ a question and has at least three words, it:
    "minha esposa Ana") to get relations, entity types and the fact's attribute key;
 4. keeps the sentence's own wording as the fact text, resolving first-person words to the
    speaker's name and conjugating the verb ("Eu moro em São Paulo." -> "Rafael mora em São
-   Paulo."; "My sister Ana is a doctor." -> "Rafael's sister Ana is a doctor.").
+   Paulo."; "My sister Ana is a doctor." -> "Rafael's sister Ana is a doctor."), and adding
+   the date each relative date means, from the message's ``occurred_at`` in the configured
+   ``timezone`` ("yesterday" -> "yesterday (7 May 2023)"; :mod:`.relative_dates`).
 
 A sentence whose coordinated clauses fill two different single-valued slots ("I moved to
 Berlin and I work at Acme") becomes one fact per clause, so each slot can be updated alone.
@@ -73,6 +75,7 @@ from memory_core.cognition.offline.patterns import (
     is_profession,
     pt_first_to_third,
 )
+from memory_core.cognition.offline.relative_dates import local_date, resolve_relative_dates
 from memory_core.cognition.offline.text import (
     INITIAL_STOP,
     WORD_RE,
@@ -1226,6 +1229,8 @@ class _Extractor:
         self.message = skill_input.message
         self.language = detect_language(skill_input.message, pt_words=_PT_VERB_WORDS)
         self.max_facts = skill_input.max_facts
+        # The message's local calendar day: relative dates in its facts are resolved against it (W7).
+        self.day = local_date(skill_input.occurred_at, skill_input.timezone)
         self.facts: list[ExtractedFact] = []
         self.relations: dict[tuple[str, str, str], ExtractedRelation] = {}
         self.fact_keys: set[tuple[str, str]] = set()
@@ -1310,6 +1315,8 @@ class _Extractor:
             return
         if _is_tautology(text_out, subject):
             return  # "Sam is Sam.": a fact whose subject and object are one entity says nothing
+        # "yesterday" -> "yesterday (7 May 2023)": the fact must say when without its message.
+        text_out = resolve_relative_dates(text_out, self.day, language)
         self._collect(s, hits, links)
         retraction = RETRACTION.search(" ".join(s.folded)) is not None
         key, milestone = _attribute_key(subject, hits, links, retraction=retraction)

@@ -307,7 +307,7 @@ def test_family_partner_and_friend_words(
 def test_naming_a_partner_in_passing_does_not_claim_the_partner_slot(extract: Extract) -> None:
     output = extract("Hoje fui ao cinema com minha namorada Júlia.")
     fact = _only_fact(output)
-    assert fact.text == "Hoje Rafael foi ao cinema com a namorada de Rafael, Júlia."
+    assert fact.text == "Hoje (15 de junho de 2025) Rafael foi ao cinema com a namorada de Rafael, Júlia."
     assert fact.attribute_key is None
     assert fact.importance_category == "specific_event"
     assert ("Rafael", "partner_of", "Júlia") in _relations(output)
@@ -438,7 +438,7 @@ def test_a_plain_sentence_without_pattern_is_still_the_speakers_fact(extract: Ex
     output = extract("Went hiking yesterday with the kids.")
     fact = _only_fact(output)
     assert fact.subject == "Rafael"
-    assert fact.text == "Rafael went hiking yesterday with the kids."
+    assert fact.text == "Rafael went hiking yesterday (14 June 2025) with the kids."
     assert fact.attribute_key is None
     assert fact.importance_category == "specific_event"
     assert [entity.name for entity in output.entities] == ["Rafael"]
@@ -447,7 +447,7 @@ def test_a_plain_sentence_without_pattern_is_still_the_speakers_fact(extract: Ex
 def test_every_informative_sentence_becomes_a_fact(extract: Extract) -> None:
     output = extract("Oi! Hoje o dia foi corrido no trabalho. A reunião com o cliente atrasou duas horas. Valeu!")
     assert [fact.text for fact in output.facts] == [
-        "Hoje o dia foi corrido no trabalho.",
+        "Hoje (15 de junho de 2025) o dia foi corrido no trabalho.",
         "A reunião com o cliente atrasou duas horas.",
     ]
     assert {fact.subject for fact in output.facts} == {"Rafael"}
@@ -472,7 +472,7 @@ def test_remember_that_keeps_the_statement(extract: Extract) -> None:
 
 def test_portuguese_object_pronoun_and_possessive(extract: Extract) -> None:
     assert _only_fact(extract("Ana me contratou em 2019.")).text == "Ana contratou Rafael em 2019."
-    assert _only_fact(extract("Ela me ligou ontem.")).text == "Ela ligou para Rafael ontem."
+    assert _only_fact(extract("Ela me ligou ontem.")).text == "Ela ligou para Rafael ontem (14 de junho de 2025)."
     assert _only_fact(extract("O carro é meu.")).text == "O carro é de Rafael."
 
 
@@ -639,7 +639,7 @@ def test_reaction_words_in_a_sentence_that_tells_something_keep_it(
         (
             "Fun fact: my parrot Kiwi learned a new trick today!",
             "Henry",
-            ("Kiwi", "Henry's parrot Kiwi learned a new trick today!"),
+            ("Kiwi", "Henry's parrot Kiwi learned a new trick today (15 June 2025)!"),
             "Fun",
         ),
         ("Guess what, I moved to Lisbon.", "Noah", ("Noah", "Noah moved to Lisbon."), "Guess"),
