@@ -49,6 +49,7 @@ from memory_core.write.repository import FactRow, KnownAliases, closest_active_f
 from memory_core.write.resolve import resolve_entities, speaker_entity
 from memory_core.write.runs import RunView, StageCompletion, complete_stages, load_runs, relax_durability
 from memory_core.write.schemas import (
+    CorrectionResult,
     ExtractStageOutput,
     ReconcileStageOutput,
     ResolveStageOutput,
@@ -806,6 +807,11 @@ def build_result(
         facts_updated=outcome.updated,
         facts_unchanged=outcome.unchanged,
         facts_deleted=outcome.deleted,
+        corrections=CorrectionResult(
+            corrections_detected=len(outcome.corrected),
+            corrected_keys=sorted({key for key in outcome.corrected.values() if key}),
+            facts_corrected_ids=[str(fact_id) for fact_id in outcome.corrected],
+        ),
         entities_resolved=[
             {
                 "canonical_key": e.canonical_key,

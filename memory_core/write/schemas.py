@@ -174,6 +174,14 @@ class DirectivePlan(_Stored):
     reason: str | None = None
 
 
+class CorrectionResult(_Stored):
+    """The corrections a message made (seeds' CorrectionResult): facts whose value a newer one replaced."""
+
+    corrections_detected: int = 0
+    corrected_keys: list[str] = Field(default_factory=list)
+    facts_corrected_ids: list[str] = Field(default_factory=list)
+
+
 class DirectiveChange(_Stored):
     """What a message did to a directive: ``added``, ``reinforced``, ``superseded`` (an older one) or ``history``."""
 
@@ -280,6 +288,7 @@ class WriteResult(_Stored):
     entities_resolved: list[dict[str, Any]] = Field(default_factory=list)
     relationships: list[dict[str, Any]] = Field(default_factory=list)
     directives: list[DirectiveChange] = Field(default_factory=list)
+    corrections: CorrectionResult = Field(default_factory=CorrectionResult)
     tokens_used: TokenCount = Field(default_factory=TokenCount)
     duration_ms: float = 0.0
     success: bool = True

@@ -137,6 +137,8 @@ class ApplyOutcome:
     sightings: dict[str, EntitySighting] = field(default_factory=dict)
     # Facts this message closed: the entities they are linked to lose an active fact.
     closed_facts: set[uuid.UUID] = field(default_factory=set)
+    # Facts whose value a newer one replaced (each counted once in user_correction_count), with their slot.
+    corrected: dict[uuid.UUID, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     # Procedural memory: what the message did to the agent's directives.
     directives: list[DirectiveChange] = field(default_factory=list)
@@ -428,7 +430,7 @@ class Applier:
             if target is not None and target.valid_to is None and at >= target.valid_from:
                 self._close(target, at)
                 if decision.attribute_key and decision.attribute_key == target.attribute_key:
-                    self._count_correction(target.fact_id)
+                    self._count_correction(target.fact_id, decision.attribute_key)
                 fact_id = self._insert(decision, supersedes=target.fact_id)
                 self.outcome.updated.append(self._change(decision, fact_id, supersedes_fact_id=str(target.fact_id)))
             elif target is not None and target.valid_to is None:
@@ -436,7 +438,7 @@ class Applier:
                 fact_id = self._insert(decision, valid_to=target.valid_from)
                 if decision.attribute_key and decision.attribute_key == target.attribute_key:
                     # Whatever order they arrive in, the older value is the corrected one.
-                    self._count_correction(fact_id)
+                    self._count_correction(fact_id, decision.attribute_key)
                 self.session.execute(
                     sql(
                         "UPDATE memory_facts SET supersedes_fact_id = :old "
@@ -493,7 +495,8 @@ class Applier:
         self.outcome.unchanged.append(self._change(decision, uuid.UUID(target)))
         self.outcome.fact_for_decision[decision.index] = uuid.UUID(target)
 
-    def _count_correction(self, fact_id: uuid.UUID) -> None:
+    def _count_correction(self, fact_id: uuid.UUID, attribute_key: str) -> None:
+        self.outcome.corrected[fact_id] = attribute_key
         self.session.execute(
             sql(
                 "UPDATE memory_facts SET user_correction_count = user_correction_count + 1 "
@@ -523,7 +526,7 @@ class Applier:
             if _folded_text(older.text) != _folded_text(newest.text):
                 # A newer value replaced it in its slot: a correction (seeds: a supersede that
                 # changes the value), whether reconciliation saw the two or the slot rule did.
-                self._count_correction(older.fact_id)
+                self._count_correction(older.fact_id, older.attribute_key or "")
         if newest.fact_id != fact_id:
             # Said before the fact that holds the slot: what was written is history.
             self._report(fact_id, valid_to=newest.valid_from)

@@ -396,10 +396,11 @@ def test_corrections_are_counted_on_the_value_that_was_replaced(pipeline_for: Ca
 
     pipeline = pipeline_for(extract=extraction, reconcile=Reconciler(judge))
     days = [0, 10, 20, 30]
-    for day, message in zip(days, list(cities)[:3], strict=False):
-        pipeline.write(message, T0 + timedelta(days=day))
-    pipeline.write("Morei em Recife antes de tudo.", T0 - timedelta(days=100))  # arrives last, said first
-    pipeline.write("Ainda moro em Curitiba.", T0 + timedelta(days=40))  # a repetition corrects nothing
+    events = [
+        pipeline.write(message, T0 + timedelta(days=day)) for day, message in zip(days, list(cities)[:3], strict=False)
+    ]
+    late = pipeline.write("Morei em Recife antes de tudo.", T0 - timedelta(days=100))  # arrives last, said first
+    again = pipeline.write("Ainda moro em Curitiba.", T0 + timedelta(days=40))  # a repetition corrects nothing
 
     counts = {text: row["user_correction_count"] for text, row in pipeline.facts().items()}
     assert counts == {
@@ -409,3 +410,16 @@ def test_corrections_are_counted_on_the_value_that_was_replaced(pipeline_for: Ca
         "Rafael mora em Curitiba": 0,
     }
     assert list(pipeline.facts(active=True)) == ["Rafael mora em Curitiba"]
+
+    # Each message's result names what it corrected (the seeds' CorrectionResult).
+    ids = {text: str(row["id"]) for text, row in pipeline.facts().items()}
+    reported = {event: pipeline.result(event)["corrections"] for event in [*events, late, again]}
+    assert reported[events[0]] == {"corrections_detected": 0, "corrected_keys": [], "facts_corrected_ids": []}
+    assert reported[events[1]] == {
+        "corrections_detected": 1,
+        "corrected_keys": ["location.residence"],
+        "facts_corrected_ids": [ids["Rafael mora em São Paulo"]],
+    }
+    assert reported[events[2]]["facts_corrected_ids"] == [ids["Rafael mora no Rio"]]
+    assert reported[late]["facts_corrected_ids"] == [ids["Rafael morava em Recife"]]
+    assert reported[again]["corrections_detected"] == 0
