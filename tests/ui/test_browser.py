@@ -35,6 +35,7 @@ if not (shutil.which(CHROMIUM) and shutil.which(CHROMEDRIVER)):  # pragma: no co
 os.environ.setdefault("SE_OFFLINE", "true")  # never let Selenium Manager download a driver
 
 from selenium import webdriver  # noqa: E402 - after SE_OFFLINE is set
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
@@ -73,7 +74,10 @@ def screenshots(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def wait_for(driver: WebDriver, condition: Callable[[WebDriver], object], timeout_s: float = 20) -> None:
-    WebDriverWait(driver, timeout_s).until(condition)
+    # An element read while the page is being replaced goes stale: look again until the new page holds.
+    WebDriverWait(driver, timeout_s, ignored_exceptions=(NoSuchElementException, StaleElementReferenceException)).until(
+        condition
+    )
 
 
 def shoot(driver: WebDriver, folder: Path, name: str) -> None:
@@ -98,8 +102,8 @@ def test_a_user_explores_memory(browser: WebDriver, ui_stack: UiStack, screensho
     # The shared test database holds many agents: find this one as a user with many would.
     browser.find_element(By.ID, "find").send_keys(agent)
     browser.find_element(By.ID, "find-submit").click()
-    wait_for(browser, expected_conditions.presence_of_element_located((By.ID, "agents")))
-    assert agent in browser.find_element(By.ID, "agents").text
+    # The list before the search has the same id: wait for the one that names the agent.
+    wait_for(browser, lambda driver: agent in driver.find_element(By.ID, "agents").text)
     # The cookie is not the script's to read.
     assert "arandu_ui" not in str(browser.execute_script("return document.cookie"))
     shoot(browser, screenshots, "02-agents")
