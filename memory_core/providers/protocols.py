@@ -142,6 +142,23 @@ def strip_code_fences(text: str) -> str:
     return stripped
 
 
+def salvage_list(raw_text: str, key: str) -> list[Any] | None:
+    """The list under ``key`` of a JSON answer that failed validation as a whole (None when it has none).
+
+    Batched skills keep what their parts got right: one malformed part must not lose its neighbours.
+    """
+    text = strip_code_fences(raw_text)
+    first, last = text.find("{"), text.rfind("}")
+    for candidate in (text, text[first : last + 1] if 0 <= first < last else ""):
+        try:
+            data = json.loads(candidate)
+        except ValueError:
+            continue
+        if isinstance(data, dict) and isinstance(data.get(key), list):
+            return list(data[key])
+    return None
+
+
 def schema_instruction(schema: dict[str, Any]) -> str:
     """The system-prompt paragraph asking for JSON matching ``schema`` (JSON mode, or no structured output)."""
     text = json.dumps(schema, ensure_ascii=False, separators=(",", ":"))

@@ -17,7 +17,6 @@ propagate untouched.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -35,7 +34,7 @@ from memory_core.cognition.models import (
     KnownEntity,
 )
 from memory_core.cognition.skill import SkillOutcome, SkillOutputError
-from memory_core.providers.protocols import LLMProvider, strip_code_fences
+from memory_core.providers.protocols import LLMProvider, salvage_list
 
 __all__ = [
     "BATCH_EXTRACTION_SKILL",
@@ -126,20 +125,6 @@ def misattributed_fact(
     return None
 
 
-def _salvage(raw_text: str) -> list[Any] | None:
-    """The raw items of an answer that failed validation as a whole, or None when it has none."""
-    text = strip_code_fences(raw_text)
-    first, last = text.find("{"), text.rfind("}")
-    for candidate in (text, text[first : last + 1] if 0 <= first < last else ""):
-        try:
-            data = json.loads(candidate)
-        except ValueError:
-            continue
-        if isinstance(data, dict) and isinstance(data.get("messages"), list):
-            return list(data["messages"])
-    return None
-
-
 class BatchExtractionSkill:
     """Informed extraction of several messages in one call; per message an extraction or the reason it has none."""
 
@@ -166,7 +151,7 @@ class BatchExtractionSkill:
         try:
             outcome = self.llm.run(batch, timeout_s=max(timeouts) if timeouts else None)
         except SkillOutputError as error:
-            salvaged = _salvage(error.raw_text)
+            salvaged = salvage_list(error.raw_text, "messages")
             if salvaged is None:
                 raise
             output = self._sort(batch, salvaged)

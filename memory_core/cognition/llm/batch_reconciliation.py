@@ -16,7 +16,6 @@ propagate untouched.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
@@ -26,7 +25,7 @@ from memory_core.cognition.llm.reconciliation import render_existing, render_new
 from memory_core.cognition.llm_skill import LLMSkill
 from memory_core.cognition.models import BatchReconcileInput, BatchReconcileOutput, ReconcileInput, ReconcileOutput
 from memory_core.cognition.skill import SkillOutcome, SkillOutputError
-from memory_core.providers.protocols import LLMProvider, strip_code_fences
+from memory_core.providers.protocols import LLMProvider, salvage_list
 
 __all__ = ["BATCH_RECONCILE_SKILL", "BatchReconcileSkill", "render_reconcile_batch"]
 
@@ -64,20 +63,6 @@ def render_reconcile_batch(batch: BatchReconcileInput) -> str:
     return "\n".join(lines)
 
 
-def _salvage(raw_text: str) -> list[Any] | None:
-    """The raw decisions of an answer that failed validation as a whole, or None when it has none."""
-    text = strip_code_fences(raw_text)
-    first, last = text.find("{"), text.rfind("}")
-    for candidate in (text, text[first : last + 1] if 0 <= first < last else ""):
-        try:
-            data = json.loads(candidate)
-        except ValueError:
-            continue
-        if isinstance(data, dict) and isinstance(data.get("decisions"), list):
-            return list(data["decisions"])
-    return None
-
-
 class BatchReconcileSkill:
     """Reconciliation of several new facts in one call; per fact a decision or the reason it has none."""
 
@@ -102,7 +87,7 @@ class BatchReconcileSkill:
         try:
             outcome = self.llm.run(batch)
         except SkillOutputError as error:
-            salvaged = _salvage(error.raw_text)
+            salvaged = salvage_list(error.raw_text, "decisions")
             if salvaged is None:
                 raise
             return SkillOutcome(output=self._sort(batch, salvaged), usage=error.usage, error=error.message)
