@@ -27,6 +27,7 @@ from memory_core.agent_config import load_agent_overrides
 from memory_core.db.vectors import vector_array
 from memory_core.write.batching import BatchMember, extract_in_batches
 from memory_core.write.context import WriteContext
+from memory_core.write.embedding_prefetch import answered_fact_texts, prefetch_embeddings, with_chunk_embeddings
 from memory_core.write.extract import (
     BatchShare,
     ExtractionResult,
@@ -456,6 +457,9 @@ def _extract_batched(
     for event_id, error in batched.failures.items():
         outcomes[event_id] = error
     remaining = [run for run in ready if run.event_id in prepared and run.event_id not in batched.failures]
+    prefetch_embeddings(
+        ctx, (text for run in remaining for text in answered_fact_texts(caches[run.event_id].get(key), run.speaker))
+    )
 
     def finish(run: RunView, own: Session) -> _Computed:
         share: BatchShare | None = batched.shares.get(run.event_id)
@@ -487,6 +491,7 @@ def _compute_all(
     """
     compute = _COMPUTE[stage]
     if stage == "extract" and ready:
+        ctx = with_chunk_embeddings(ctx, [run.text for run in ready])
         # The alias and entity lookups of every message, one statement for the chunk.
         known = chunk_known_aliases(
             session,

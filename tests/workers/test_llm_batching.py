@@ -19,11 +19,12 @@ from sqlalchemy import text
 
 from memory_core.cognition.llm import build_llm_write_skills
 from memory_core.cognition.llm.batch_extraction import BATCH_EXTRACTION_SKILL
+from memory_core.providers.openai_embeddings import OpenAIEmbeddingProvider
 from memory_core.providers.openai_llm import OpenAIChatProvider
 from memory_core.settings import Settings
 from memory_core.write.context import WriteContext, build_write_context
 from memory_core.write.pipeline import run_stage_chunk
-from tests.support.openai_stub import OpenAIStub, StubReply
+from tests.support.openai_stub import EMBEDDINGS, OpenAIStub, StubReply, stub_vector
 from tests.workers.conftest import WritePath, start_write_path
 
 SENTENCES = [
@@ -189,6 +190,23 @@ def batch_path(write_settings: Settings) -> Iterator[BatchPath]:
             yield BatchPath(path=path, model=model, stub=stub)
 
 
+@pytest.fixture
+def remote_embeddings_path(write_settings: Settings) -> Iterator[BatchPath]:
+    """The batch path with its embeddings served by the stub too, as an embeddings endpoint would."""
+    model = BatchAwareModel()
+    settings = write_settings.model_copy(update={"pipeline_max_attempts": 4, "pipeline_intake_wait_ms": 100})
+    with OpenAIStub(chat_handler=model, default_dimensions=384) as stub:
+
+        def context(own: Settings) -> WriteContext:
+            embedder = OpenAIEmbeddingProvider(
+                api_key="sk-test", model="stub-embedding", dimensions=384, base_url=stub.base_url
+            )
+            return build_write_context(own, skills=build_llm_write_skills(provider_for(stub)), embedder=embedder)
+
+        for path in start_write_path(settings, context):
+            yield BatchPath(path=path, model=model, stub=stub)
+
+
 def assert_each_fact_on_its_message(batch: BatchPath, event_ids: list[str]) -> None:
     texts = batch.texts(event_ids)
     facts = batch.facts_by_event()
@@ -326,3 +344,45 @@ def test_a_single_message_goes_alone_in_one_call_without_waiting(batch_path: Bat
     # The intake window (100 ms here) plus the pipeline's own time, nothing more.
     assert elapsed < 3.0
     assert_each_fact_on_its_message(batch_path, [event])
+
+
+def _vector(value: str) -> list[float]:
+    return [float(number) for number in value.strip("[]").split(",")]
+
+
+def _close(stored: list[float], expected: list[float]) -> bool:
+    return len(stored) == len(expected) and max(abs(a - b) for a, b in zip(stored, expected, strict=True)) < 1e-5
+
+
+def test_a_chunk_asks_for_its_embeddings_together_and_each_row_keeps_the_vector_of_its_own_text(
+    remote_embeddings_path: BatchPath,
+) -> None:
+    batch = remote_embeddings_path
+    ids = batch.post_batch(SENTENCES[:8])
+    assert batch.path.wait(ids) == dict.fromkeys(ids, "done")
+    assert batch.model.calls["batch"] == 1
+    assert_each_fact_on_its_message(batch, ids)
+
+    # Two messages' worth of requests for eight messages: their texts in one, their facts in one
+    # (asked one by one, they were sixteen).
+    inputs = [request.body["input"] for request in batch.stub.requests_to(EMBEDDINGS)]
+    texts = batch.texts(ids)
+    facts = [fact_of("Rafael", message) for message in texts.values()]
+    with_messages = [group for group in inputs if set(group) & set(texts.values())]
+    with_facts = [group for group in inputs if set(group) & set(facts)]
+    assert len(with_messages) == 1, inputs
+    assert set(with_messages[0]) >= set(texts.values()), inputs
+    assert len(with_facts) == 1, inputs
+    assert set(with_facts[0]) >= set(facts), inputs
+
+    # Every stored vector is the one of its own text, not a batch-mate's.
+    events = batch.path.memory.rows(
+        "SELECT text, embedding_vec::text AS vec FROM memory_events WHERE id::text = ANY(:ids)", ids=ids
+    )
+    assert len(events) == 8
+    assert all(_close(_vector(row["vec"]), stub_vector(row["text"], 384)) for row in events)
+    stored_facts = batch.path.memory.rows(
+        "SELECT fact_text, embedding_vec::text AS vec FROM memory_facts WHERE agent_id = :a", a=batch.path.agent_id
+    )
+    assert sorted(row["fact_text"] for row in stored_facts) == sorted(facts)
+    assert all(_close(_vector(row["vec"]), stub_vector(row["fact_text"], 384)) for row in stored_facts)
