@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from arandu_cli import doctor_cmd, import_cmd, mcp_cmd, reprocess_cmd, retrieve_cmd, usage_cmd
+from arandu_cli import config_cmd, doctor_cmd, import_cmd, mcp_cmd, reprocess_cmd, retrieve_cmd, usage_cmd
 from arandu_cli.agents_cmd import agents
 from arandu_cli.db_cmd import db
 from arandu_cli.entities_cmd import entities
@@ -58,6 +58,7 @@ def options(
 import_cmd.register(app)
 retrieve_cmd.register(app)
 usage_cmd.register(app)
+config_cmd.register(app)
 reprocess_cmd.register(app)
 app.add_typer(events, name="events")
 app.add_typer(facts, name="facts")

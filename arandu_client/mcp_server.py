@@ -195,6 +195,14 @@ class EventProgress(BaseModel):
     deleted: list[FactChangeOut] = Field(default_factory=list)
 
 
+class MemoryConfigShown(BaseModel):
+    """The agent's overrides of the service's memory configuration and the configuration in use."""
+
+    overrides: dict[str, Any] = Field(description="field -> value this agent overrides ({} when none)")
+    updated_at: datetime | None = Field(None, description="when the overrides were last changed")
+    config_effective: dict[str, Any] = Field(description="the service config with the overrides: what is in use")
+
+
 # ---- Errors ----------------------------------------------------------------------------------------
 
 
@@ -481,6 +489,20 @@ def build_memory_server(scope_of: ScopeResolver, *, name: str = SERVER_NAME) -> 
             total_facts=facts.total,
         )
         return document.model_dump_json(indent=2)
+
+    # Read-only: changing an agent's config is an operator's act (admin keys, the CLI, the API), not a model's.
+    @server.tool(annotations=ToolAnnotations(title="Memory configuration", read_only_hint=True))
+    async def get_config(ctx: Context) -> MemoryConfigShown:
+        """This memory's configuration: the agent's overrides of the service config and what its processing and
+        retrieval run on (read-only)."""
+        async with scope_of(ctx) as scope:
+            try:
+                stored = await scope.client.get_agent_config(scope.agent_id)
+            except AranduError as error:
+                raise tool_error(error) from error
+        return MemoryConfigShown(
+            overrides=stored.overrides, updated_at=stored.updated_at, config_effective=stored.config_effective
+        )
 
     return server
 

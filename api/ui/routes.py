@@ -46,7 +46,9 @@ from api.ui.session import (
     SessionStoreUnavailable,
     UiSession,
 )
+from memory_core.agent_config import StoredAgentConfig, check_agent_overrides, read_agent_config
 from memory_core.api_keys import KeyScope, Permission
+from memory_core.config import ConfigOverrideError, MemoryConfig
 from memory_core.maintenance.registry import JOB_NAMES
 from memory_core.maintenance.runs import list_runs, request_run, skip_queued_run
 from memory_core.read.explorer import (
@@ -379,16 +381,62 @@ async def agents_page(request: Request, viewer: CurrentViewer, after: str = "", 
     return render(request, "agents.html", {"page": page, "after": after, "find": find}, viewer=viewer)
 
 
+@dataclass(frozen=True)
+class OverrideRow:
+    """One field the agent overrides: its value, the value its work runs on, the service's."""
+
+    field: str
+    override: str
+    effective: str
+    service: str
+
+
+@dataclass(frozen=True)
+class ConfigPanel:
+    """The agent's memory configuration as the overview shows it (read-only)."""
+
+    rows: list[OverrideRow]
+    updated_at: datetime | None
+    # The service config changed since the overrides were put and refuses them: the agent's
+    # work runs on the service config (memory_core.agent_config.ConfigResolver).
+    refused: str | None
+
+
+def _config_value(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
+
+
+def config_panel(base: MemoryConfig, stored: StoredAgentConfig | None) -> ConfigPanel:
+    """The agent's stored overrides beside the effective and the service values."""
+    if stored is None or not stored.overrides:
+        return ConfigPanel(rows=[], updated_at=stored.updated_at if stored else None, refused=None)
+    refused = None
+    try:
+        effective = check_agent_overrides(base, stored.overrides).effective()
+    except ConfigOverrideError as error:
+        refused = str(error)
+        effective = base.effective()
+    service = base.effective()
+    rows = [
+        OverrideRow(field, _config_value(value), _config_value(effective.get(field)), _config_value(service.get(field)))
+        for field, value in sorted(stored.overrides.items())
+    ]
+    return ConfigPanel(rows=rows, updated_at=stored.updated_at, refused=refused)
+
+
 @router.get("/agents/{agent_id}")
 def agent_page(request: Request, viewer: CurrentViewer, agent_id: AgentId, facts_before: str = "") -> Response:
     """An agent: its entities, recent facts and recent events."""
     _needs(viewer, agent_id, "read")
-    with get_state(request).sessions() as session:
+    state = get_state(request)
+    with state.sessions() as session:
         entities = list_entity_rows(session, agent_id, limit=30)
         facts = recent_facts(session, agent_id, before=Cursor.decode(facts_before), limit=PAGE_SIZE)
         events = list_agent_events(session, agent_id, limit=10)
+        stored = read_agent_config(session, agent_id)
     context = {
         "agent_id": agent_id,
+        "config": config_panel(state.settings.memory, stored),
         "entities": entities.items,
         "more_entities": entities.next_cursor is not None,
         "facts": facts.items,

@@ -101,6 +101,9 @@ def main(argv: list[str] | None = None) -> int:
         required=True,
         help="the home of a ./ops/bench/retrieve --keep-home run",
     )
+    vector.add_argument(
+        "--quick", action="store_true", help="on the home of ./ops/bench/retrieve --quick --keep-home (100k facts)"
+    )
     vector.add_argument("--no-record", action="store_true", help="print the figures, not recorded in RESULTS.md")
     locomo = sub.add_parser(
         "locomo",
@@ -206,7 +209,10 @@ def main(argv: list[str] | None = None) -> int:
         from ops.bench.vector_search import run_vector_search_benchmark
 
         return run_vector_search_benchmark(
-            reuse_home=args.reuse_home, record=not args.no_record, argv=["./ops/bench/vector-search", *raw_args[1:]]
+            reuse_home=args.reuse_home,
+            record=not args.no_record,
+            argv=["./ops/bench/vector-search", *raw_args[1:]],
+            quick=args.quick,
         )
     if args.benchmark == "locomo":
         from ops.bench.locomo import run_locomo_benchmark

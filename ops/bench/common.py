@@ -836,6 +836,40 @@ class CpuSnapshot:
         return max(self.machine_busy - earlier.machine_busy - ours, 0.0) / window
 
 
+class SessionCpu:
+    """CPU seconds of this thread and of the PostgreSQL backend serving one connection, read cheaply.
+
+    For statements and in-process calls timed one at a time: a whole-stack snapshot walks the
+    process table, which costs this process more than a statement does. ``backend_pid`` is the
+    connection's ``pg_backend_pid()``; the server must run on this machine.
+    """
+
+    def __init__(self, backend_pid: int) -> None:
+        self.backend = psutil.Process(backend_pid)
+        self.client_s = 0.0
+        self.server_s = 0.0
+
+    def _server_now(self) -> float:
+        times = self.backend.cpu_times()
+        return float(times.user + times.system)
+
+    @contextlib.contextmanager
+    def counting(self) -> Iterator[None]:
+        """Add the CPU this thread and the backend use inside the block to the totals."""
+        client, server = time.thread_time(), self._server_now()
+        try:
+            yield
+        finally:
+            self.client_s += time.thread_time() - client
+            self.server_s += self._server_now() - server
+
+    def ms_per(self, items: int) -> tuple[float, float]:
+        """(PostgreSQL, this process) milliseconds per item over every counted block; NaN for none."""
+        if items <= 0:
+            return math.nan, math.nan
+        return self.server_s / items * 1000.0, self.client_s / items * 1000.0
+
+
 # ---- memory sampling -----------------------------------------------------------------
 
 

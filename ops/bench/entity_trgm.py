@@ -22,7 +22,10 @@ mention, with no embedding at all. This script compares the two, and leaves the 
 2. **Speed.** Agents of 200 and 2,000 seeded entities (names and aliases as the write path
    stores them): today's cost per fuzzy-band mention (the embedding call, here the in-process
    hashing embedder, plus the cosine statement) against the pg_trgm statement with a GIN
-   ``gin_trgm_ops`` index on the aliases (the bench creates the extension and the index).
+   ``gin_trgm_ops`` index on the aliases (the bench creates the extension and the index). Each
+   way also reports its CPU per resolution: the user + system time of the connection's
+   PostgreSQL backend and of this process's thread (the embedding call runs here), over
+   blocks of one way at a time.
 
 Figures are printed and appended to ops/bench/RESULTS.md; the records go to a JSON file.
 """
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import random
 import sys
@@ -45,6 +49,7 @@ from typing import Any
 
 from ops.bench.common import (
     IN_PROCESS_ROLE,
+    SessionCpu,
     append_results,
     cpu_snapshot_of,
     machine_info,
@@ -96,6 +101,7 @@ THRESHOLD_SETTING = {
     "word_similarity": "pg_trgm.word_similarity_threshold",
 }
 TRGM_INDEX = "ix_bench_entity_aliases_trgm"
+TODAY_LABEL = "today: embedding + cosine"
 
 
 # ---- one fuzzy-band mention --------------------------------------------------------------
@@ -528,6 +534,25 @@ class Timing:
     size: int
     ms: dict[str, list[float]] = field(default_factory=dict)
     plans: dict[str, str] = field(default_factory=dict)
+    # CPU of each whole way of resolving (its PostgreSQL backend and this thread), over the counted rounds.
+    cpu: dict[str, SessionCpu] = field(default_factory=dict)
+
+    @contextlib.contextmanager
+    def counting(self, label: str, backend: int, counted: bool) -> Iterator[None]:
+        """Count the block's CPU under ``label`` (nothing in a warm-up round)."""
+        if not counted:
+            yield
+            return
+        with self.cpu.setdefault(label, SessionCpu(backend)).counting():
+            yield
+
+    def cpu_cell(self, label: str) -> str:
+        """``1.23 (postgres 0.80)`` ms per resolution, ``-`` for a part of a way."""
+        meter = self.cpu.get(label)
+        if meter is None:
+            return "-"
+        server, client = meter.ms_per(len(self.ms.get(label, [])))
+        return "n/a" if math.isnan(server) else f"{server + client:.2f} (postgres {server:.2f})"
 
 
 def _trgm_lo(name: str, thresholds: dict[str, float]) -> float:
@@ -572,34 +597,43 @@ def measure_speed(wctx: Any, thresholds: dict[str, float], rounds: int, backgrou
                     params = {"agent": agent, "m": normalize_alias(mentions[-1]), "limit": 3}
                     plan = session.execute(text("EXPLAIN " + statement), {**params, "lo": _trgm_lo(name, thresholds)})
                     timing.plans[name] = "; ".join(line.strip() for line in plan.scalars() if "Scan" in line)
+                backend = int(session.execute(text("SELECT pg_backend_pid()")).scalar_one())
+                # Each way runs over every mention in a block of its own (ways alternate within a
+                # round, rounds repeat), so that each block's CPU is that way's alone.
                 for round_index in range(rounds + 1):  # the first round warms caches and is dropped
+                    counted = round_index > 0
+                    today = TODAY_LABEL
                     for mention in mentions:
-                        started = time.perf_counter()
-                        [vector] = wctx.embedder.embed([mention])
-                        embedded = time.perf_counter()
-                        repository.nearest_entities(session, agent, vector, CANDIDATES)
-                        done = time.perf_counter()
-                        laps = {
-                            f"embedding call ({type(wctx.embedder).__name__})": embedded - started,
-                            "cosine statement": done - embedded,
-                            "today: embedding + cosine": done - started,
-                        }
-                        params = {"agent": agent, "m": normalize_alias(mention), "limit": CANDIDATES}
-                        for forced in (False, True):
-                            if forced:
-                                session.execute(text("SET enable_seqscan = off"))
-                            for name, statement in TRGM_STATEMENTS.items():
-                                if forced and "no trigram" in name:
-                                    continue
-                                moment = time.perf_counter()
-                                session.execute(text(statement), {**params, "lo": _trgm_lo(name, thresholds)}).all()
-                                label = f"pg_trgm: {name}" + (", sequential scans off" if forced else "")
-                                laps[label] = time.perf_counter() - moment
-                            if forced:
-                                session.execute(text("RESET enable_seqscan"))
-                        if round_index:
-                            for label, seconds in laps.items():
+                        with timing.counting(today, backend, counted):
+                            started = time.perf_counter()
+                            [vector] = wctx.embedder.embed([mention])
+                            embedded = time.perf_counter()
+                            repository.nearest_entities(session, agent, vector, CANDIDATES)
+                            done = time.perf_counter()
+                        if counted:
+                            for label, seconds in (
+                                (f"embedding call ({type(wctx.embedder).__name__})", embedded - started),
+                                ("cosine statement", done - embedded),
+                                (today, done - started),
+                            ):
                                 timing.ms.setdefault(label, []).append(seconds * 1000.0)
+                    for forced in (False, True):
+                        if forced:
+                            session.execute(text("SET enable_seqscan = off"))
+                        for name, statement in TRGM_STATEMENTS.items():
+                            if forced and "no trigram" in name:
+                                continue
+                            label = f"pg_trgm: {name}" + (", sequential scans off" if forced else "")
+                            for mention in mentions:
+                                params = {"agent": agent, "m": normalize_alias(mention), "limit": CANDIDATES}
+                                with timing.counting(label, backend, counted):
+                                    moment = time.perf_counter()
+                                    session.execute(text(statement), {**params, "lo": _trgm_lo(name, thresholds)}).all()
+                                    elapsed = time.perf_counter() - moment
+                                if counted:
+                                    timing.ms.setdefault(label, []).append(elapsed * 1000.0)
+                        if forced:
+                            session.execute(text("RESET enable_seqscan"))
             timings.append(timing)
         conn.execute(text(f"DROP INDEX IF EXISTS {TRGM_INDEX}"))
     return timings
@@ -672,8 +706,11 @@ def report(
     speed_rows = []
     for timing in timings:
         for label, values in timing.ms.items():
-            speed_rows.append((f"{timing.size:,}", label, _fmt_ms(values)))
-    speed = markdown_table(("entities of the agent", "step", "ms p50 / p95"), speed_rows)
+            speed_rows.append((f"{timing.size:,}", label, _fmt_ms(values), timing.cpu_cell(label)))
+    speed = markdown_table(
+        ("entities of the agent", "step", "ms p50 / p95", "CPU per resolution ms (PostgreSQL backend + this process)"),
+        speed_rows,
+    )
     plans = "\n".join(
         f"- plan at {timing.size:,} entities, {name}: {plan}"
         for timing in timings

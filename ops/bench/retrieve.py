@@ -9,7 +9,9 @@ embeddings.
    agents of 1k, 5k, 10k and 100k facts and 996 others sharing the rest (skewed sizes). Facts come
    from varied templates about the people of each agent (homes, jobs, studies, family, pets,
    hobbies, trips, concerts, dinners...), in the order production would have written them (the
-   agents' rows interleaved over two years). The tested agents also get what the write path
+   agents' rows interleaved over two years of valid_from / occurred_at, stored over the last
+   two weeks: min_confidence filters on the confidence decayed since created_at, and a live
+   agent's memory is mostly recent or confirmed). The tested agents also get what the write path
    would have stored with them: their messages as events, entities and aliases, fact-entity
    links and relationships with their evidence facts. Embeddings come from the real
    :class:`~memory_core.providers.hashing_embedder.HashingEmbedder`, computed in worker
@@ -96,6 +98,9 @@ BUILD_PARALLEL_WORKERS = 2
 CHUNK_ROWS = 2_000
 CHUNKS_IN_FLIGHT = 6
 PROGRESS_EVERY_S = 10.0
+# created_at spans this many days, the newest an hour ago: at 0.95 a week of decay, facts stored
+# at 0.95 or 0.80 keep passing min_confidence (0.55), the older 0.60 ones start to drop out.
+STORED_DAYS = 14
 
 
 @dataclass(frozen=True)
@@ -926,6 +931,17 @@ class DatasetPlan:
         offset = span * position / max(len(self.order), 1)
         return pg_micros(self.start) + int(offset * 1_000_000)
 
+    def stored(self, position: int) -> int:
+        """created_at (microseconds) of the row at ``position``: within the last :data:`STORED_DAYS`, in arrival order.
+
+        min_confidence filters on the confidence decayed since created_at (or the last
+        confirmation): two years of created_at would leave a live agent's memory mostly filtered,
+        which no agent in use looks like. What was said keeps its two years (valid_from, occurred_at).
+        """
+        span = STORED_DAYS * 86_400 - 3_600
+        offset = span * position / max(len(self.order), 1)
+        return pg_micros(self.now - timedelta(days=STORED_DAYS)) + int(offset * 1_000_000)
+
     def world(self, index: int) -> AgentWorld:
         world = self.worlds[index]
         if world is None:
@@ -934,7 +950,15 @@ class DatasetPlan:
         return world
 
     def _row(
-        self, index: int, spec: FactSpec, moment: int, *, speaker: str, event: bytes | None, rng: random.Random
+        self,
+        index: int,
+        spec: FactSpec,
+        moment: int,
+        stored: int,
+        *,
+        speaker: str,
+        event: bytes | None,
+        rng: random.Random,
     ) -> FactRow:
         valid_to = None
         if spec.superseded:
@@ -955,7 +979,7 @@ class DatasetPlan:
             moment,
             valid_to,
             event,
-            moment + rng.randint(500_000, 5_000_000),
+            stored + rng.randint(500_000, 5_000_000),
         )
 
     def prepare_tested(self) -> None:
@@ -972,6 +996,7 @@ class DatasetPlan:
             while cursor < len(slots):
                 take = min(1 if rng.random() < 0.6 else 2, len(slots) - cursor)
                 moment = self.moment(slots[cursor])
+                stored = self.stored(slots[cursor])
                 speaker = rng.choice(agent.world.speakers)
                 event_id = uuid.uuid4().bytes
                 specs = [agent.world.next_fact() for _ in range(take)]
@@ -986,12 +1011,12 @@ class DatasetPlan:
                         f"msg-{message:06d}",
                         moment,
                         0.5,
-                        moment + 1_000_000,
+                        stored,
                     )
                 )
                 for spec in specs:
                     agent.specs.append(spec)
-                    agent.facts.append(self._row(index, spec, moment, speaker=speaker, event=event_id, rng=rng))
+                    agent.facts.append(self._row(index, spec, moment, stored, speaker=speaker, event=event_id, rng=rng))
                 cursor += take
                 message += 1
 
@@ -1008,7 +1033,15 @@ class DatasetPlan:
                 world = self.world(index)
                 spec = world.next_fact()
                 chunk.append(
-                    self._row(index, spec, self.moment(position), speaker=world.speakers[0], event=None, rng=rng)
+                    self._row(
+                        index,
+                        spec,
+                        self.moment(position),
+                        self.stored(position),
+                        speaker=world.speakers[0],
+                        event=None,
+                        rng=rng,
+                    )
                 )
             if len(chunk) >= rows_per_chunk:
                 yield chunk
@@ -2023,9 +2056,11 @@ def dataset_report(dataset: Dataset, scale: Scale, workers: int) -> PhaseReport:
         "dataset: server settings " + ", ".join(f"{name}={value}" for name, value in dataset.settings.items()) + "."
     )
     report.notes.append(
-        "dataset: facts are written in arrival order (every agent's rows interleaved over two years, as concurrent "
-        "agents write them), so an agent's rows are scattered over the heap as in production; ~1 in 20 facts is a "
-        "superseded version (valid_to set) and 3% have a confidence below min_confidence. Only the tested agents "
+        "dataset: facts are written in arrival order (every agent's rows interleaved over two years of valid_from, "
+        "as concurrent agents write them), so an agent's rows are scattered over the heap as in production; "
+        f"created_at spans the last {STORED_DAYS} days in the same order (the decay behind min_confidence counts "
+        "from it); ~1 in 20 facts is a superseded version (valid_to set) and 3% have a confidence below "
+        "min_confidence. Only the tested agents "
         "have events, entities, aliases, links and relationships; the other agents' facts have no source event."
     )
     return report

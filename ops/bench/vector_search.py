@@ -2,7 +2,9 @@
 
 ``python -m ops.bench vector-search --reuse-home PATH`` (or ``./ops/bench/vector-search``) runs on
 the 1M-fact dataset a ``./ops/bench/retrieve --keep-home`` run left (1,000 agents; tested agents
-of 1k, 5k, 10k and 100k facts), on the real stack started on that home. Two designs, one run:
+of 1k, 5k, 10k and 100k facts), on the real stack started on that home; with ``--quick``, on the
+100k-fact home of ``./ops/bench/retrieve --quick --keep-home`` (100 agents; tested agents of 100,
+500, 1k and 10k facts: only the last has an index of its own). Two designs, one run:
 
 * **per-agent** (the service today): agents with at least ``retrieval_agent_index_min_facts``
   facts have a partial HNSW index of their own (``m`` 16, ``ef_construction`` 200, searched at
@@ -12,8 +14,9 @@ of 1k, 5k, 10k and 100k facts), on the real stack started on that home. Two desi
   and the ``agent_id`` filter, so the walk goes on until enough of the agent's rows are found.
 
 Measured for each: recall@10 of the semantic search against an exact scan (ties count as hits),
-the semantic statement's p50/p95, whole ``retrieve()`` p50/p95 in process for the indexed
-agents (the service's own read path, told the agent is indexed, with only the table-wide index
+the semantic statement's p50/p95 and CPU per query (its PostgreSQL backend and the client),
+whole ``retrieve()`` p50/p95 in process for the indexed agents (the service's own read path,
+told the agent is indexed, with only the table-wide index
 left and the setting made the database's default), the database CPU of writing one fact (an
 ``INSERT`` of a copy of one of the agent's facts, rolled back; small and large agent), the build
 time and the size on disk. The dataset is left as it was found (per-agent indexes rebuilt, the
@@ -42,6 +45,7 @@ from ops.bench.common import (
     BENCHMARK_ROLE,
     BenchStack,
     MemorySampler,
+    SessionCpu,
     append_results,
     machine_info,
     markdown_table,
@@ -108,6 +112,8 @@ class Measured:
     recall: list[float] = field(default_factory=list)
     statement_ms: list[float] = field(default_factory=list)
     retrieve_ms: list[float] = field(default_factory=list)
+    # CPU per semantic statement: its PostgreSQL backend's and this thread's (the client).
+    statement_cpu_ms: tuple[float, float] = (math.nan, math.nan)
     # CPU of PostgreSQL and this process (where retrieve() runs) per whole retrieve().
     retrieve_cpu_ms: float = math.nan
     plan: str = ""
@@ -124,8 +130,10 @@ class Measured:
             if self.retrieve_ms
             else "-"
         )
+        server, client = self.statement_cpu_ms
+        statement_cpu = "-" if math.isnan(server) else f"{server + client:.2f} (postgres {server:.2f})"
         cpu = "-" if math.isnan(self.retrieve_cpu_ms) else f"{self.retrieve_cpu_ms:.1f}"
-        return [self.agent, self.design, recall, statement, retrieve, cpu, self.plan]
+        return [self.agent, self.design, recall, statement, statement_cpu, retrieve, cpu, self.plan]
 
 
 def _literal(agent_id: str) -> str:
@@ -165,19 +173,28 @@ def measure_statement(
             conn.execute(line)
         first = {"vec": _vector(vectors[0]), "min_confidence": min_confidence, "limit": limit}
         measured.plan = _plan_name(conn, statement, first)
+        backend = conn.execute("SELECT pg_backend_pid()").fetchone()
+        cpu = SessionCpu(int(backend[0]) if backend else 0)
+        warmup = min(WARMUP, len(vectors) // 5)
+        answers: list[list[float]] = []
+        # The design's statement for every question first (timed, its CPU counted after the
+        # warm-up), then the exact reference: the reference's scans stay out of the timed pass.
         for index, vector in enumerate(vectors):
             params = {"vec": _vector(vector), "min_confidence": min_confidence, "limit": limit}
-            started = time.perf_counter()
-            rows = conn.execute(statement, params).fetchall()
-            # relaxed_order may return rows slightly out of order: the service re-sorts what the
-            # walk returned (its sem CTE), and so does this.
-            found = sorted((1.0 - float(row[0]) for row in rows), reverse=True)
-            elapsed = (time.perf_counter() - started) * 1000.0
-            truth = [
-                1.0 - float(row[0]) for row in conn.execute(exact_statement, {**params, "limit": RECALL_K}).fetchall()
-            ]
-            if index >= min(WARMUP, len(vectors) // 5):
+            with cpu.counting() if index >= warmup else contextlib.nullcontext():
+                started = time.perf_counter()
+                rows = conn.execute(statement, params).fetchall()
+                # relaxed_order may return rows slightly out of order: the service re-sorts what the
+                # walk returned (its sem CTE), and so does this.
+                found = sorted((1.0 - float(row[0]) for row in rows), reverse=True)
+                elapsed = (time.perf_counter() - started) * 1000.0
+            if index >= warmup:
                 measured.statement_ms.append(elapsed)
+            answers.append(found)
+        measured.statement_cpu_ms = cpu.ms_per(len(vectors) - warmup)
+        for vector, found in zip(vectors, answers, strict=True):
+            params = {"vec": _vector(vector), "min_confidence": min_confidence, "limit": RECALL_K}
+            truth = [1.0 - float(row[0]) for row in conn.execute(exact_statement, params).fetchall()]
             value = recall_at_k(found[:RECALL_K], truth, RECALL_K, min_similarity)
             if value is not None:
                 measured.recall.append(value)
@@ -260,7 +277,7 @@ def forced_index(agent_ids: set[str]) -> Iterator[None]:
         agent_indexes.has_index = original  # type: ignore[method-assign]
 
 
-def run_vector_search_benchmark(*, reuse_home: Path, record: bool, argv: Sequence[str]) -> int:
+def run_vector_search_benchmark(*, reuse_home: Path, record: bool, argv: Sequence[str], quick: bool = False) -> int:
     """Measure both designs on a kept retrieve home; print the table and append it to RESULTS.md."""
     from memory_core.read import build_read_context
     from memory_core.settings import load_settings
@@ -288,7 +305,7 @@ def run_vector_search_benchmark(*, reuse_home: Path, record: bool, argv: Sequenc
         sampler.start()
         print(f"stack ready in {ready_s:.1f} s under {stack.home}", flush=True)
         url = stack.database_url
-        dataset = reuse_dataset(url, Scale())
+        dataset = reuse_dataset(url, Scale.quick() if quick else Scale())
         settings = load_settings(retrieval_agent_index_min_facts=DEFAULT_AGENT_INDEX_MIN_FACTS)
         min_facts = settings.retrieval_agent_index_min_facts
         ef_search = settings.retrieval_ef_search
@@ -443,7 +460,9 @@ def run_vector_search_benchmark(*, reuse_home: Path, record: bool, argv: Sequenc
             [
                 f"Peak stack memory of the whole run {mib(peak)}.",
                 f"Statements: the semantic search alone (LIMIT {limit}, as the service asks), {QUESTIONS} questions "
-                f"per agent after {WARMUP} of warm-up, ef_search {ef_search}; recall@{RECALL_K} against an exact "
+                f"per agent after {WARMUP} of warm-up, ef_search {ef_search}; CPU per query: the user + system "
+                "time of the connection's PostgreSQL backend and of the client thread over the timed questions "
+                f"(nothing else of the stack takes part in a statement); recall@{RECALL_K} against an exact "
                 "scan of the agent's active facts (ties count as hits). Whole retrieve(): in process, no reranker, "
                 "hashing embeddings; for design B the service's read path is told the agent is indexed and "
                 "finds only the table-wide index (the iterative mode set as the database's default).",
@@ -470,6 +489,7 @@ def run_vector_search_benchmark(*, reuse_home: Path, record: bool, argv: Sequenc
         "design",
         f"recall@{RECALL_K}",
         "statement p50 / p95 ms",
+        "CPU per query ms (PostgreSQL backend + client)",
         "retrieve p50 / p95 ms",
         "CPU per retrieve ms (PostgreSQL + this process)",
         "plan",
@@ -483,7 +503,7 @@ def run_vector_search_benchmark(*, reuse_home: Path, record: bool, argv: Sequenc
         stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
         section = "\n".join(
             [
-                f"## Vector search: per-agent indexes vs iterative scans ({stamp})",
+                f"## Vector search: per-agent indexes vs iterative scans ({stamp}){' — quick' if quick else ''}",
                 "",
                 f"Machine: {machine.describe()}; {load}. Command: `{' '.join(argv)}`.",
                 "",

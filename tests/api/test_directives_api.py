@@ -9,7 +9,6 @@ never by sleeping.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -18,16 +17,13 @@ import pytest
 from sqlalchemy import Engine, text
 
 from arandu_client import AranduClient, NotFoundError
-from memory_core.db.engine import create_db_engine
 from memory_core.read.directives import effective_confidence
-from memory_core.settings import Settings
-from memory_core.write.context import WriteContext, build_write_context
+from memory_core.write.context import WriteContext
 from memory_core.write.intake import IncomingMessage, accept_messages
 from memory_core.write.pipeline import run_extract, run_reconcile, run_resolve, run_upsert
 from memory_core.write.schemas import WriteResult
 from tests.api.test_memory_api import assert_error, new_agent
-from tests.support.api_server import TEST_API_KEY, api_settings, auth_headers, serve_api
-from tests.support.services import TestServices
+from tests.support.api_server import TEST_API_KEY
 
 START = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 PORTUGUESE = "Always answer in Portuguese."
@@ -67,33 +63,6 @@ def directives_of(client: httpx.Client, agent_id: str, **params: Any) -> dict[st
 
 def active_texts(body: dict[str, Any]) -> list[str]:
     return [item["text"] for item in body["directives"] if item["is_active"]]
-
-
-@pytest.fixture(scope="module")
-def api_config(
-    migrated_database_url: str, services: TestServices, tmp_path_factory: pytest.TempPathFactory
-) -> Settings:
-    return api_settings(migrated_database_url, services.broker_url, tmp_path_factory.mktemp("directives-api-home"))
-
-
-@pytest.fixture(scope="module")
-def client(api_config: Settings) -> Iterator[httpx.Client]:
-    with serve_api(api_config) as base_url, httpx.Client(base_url=base_url, headers=auth_headers(), timeout=60) as http:
-        yield http
-
-
-@pytest.fixture(scope="module")
-def db(api_config: Settings) -> Iterator[Engine]:
-    engine = create_db_engine(api_config, pool_size=2)
-    yield engine
-    engine.dispose()
-
-
-@pytest.fixture(scope="module")
-def writer(api_config: Settings) -> Iterator[WriteContext]:
-    context = build_write_context(api_config, pool_size=2)
-    yield context
-    context.close()
 
 
 # ---- Learning, reinforcing, caching --------------------------------------------------------------------

@@ -16,28 +16,17 @@ import pytest
 import redis
 from sqlalchemy import Engine, text
 
-from memory_core.db.engine import create_db_engine
 from memory_core.settings import Settings
 from tests.support.api_server import (
-    api_settings,
     auth_headers,
-    broker_client,
     queued_task_names,
     serve_api,
     settled,
     stored_counts,
 )
-from tests.support.services import TestServices
 
 NDJSON = {"Content-Type": "application/x-ndjson"}
 START = datetime(2023, 1, 10, 9, 0, tzinfo=UTC)
-
-
-@pytest.fixture(scope="module")
-def api_config(
-    migrated_database_url: str, services: TestServices, tmp_path_factory: pytest.TempPathFactory
-) -> Settings:
-    return api_settings(migrated_database_url, services.broker_url, tmp_path_factory.mktemp("api-home"))
 
 
 @pytest.fixture(scope="module")
@@ -47,25 +36,6 @@ def client(api_config: Settings) -> Iterator[httpx.Client]:
         httpx.Client(base_url=base_url, headers=auth_headers(), timeout=120) as http,
     ):
         yield http
-
-
-@pytest.fixture(scope="module")
-def db(api_config: Settings) -> Iterator[Engine]:
-    engine = create_db_engine(api_config, pool_size=2)
-    yield engine
-    engine.dispose()
-
-
-@pytest.fixture(scope="module")
-def broker(api_config: Settings) -> Iterator[redis.Redis]:
-    client = broker_client(api_config.broker_url)
-    yield client
-    client.close()
-
-
-@pytest.fixture
-def agent() -> str:
-    return f"agent-{uuid.uuid4().hex[:12]}"
 
 
 def history(count: int, *, prefix: str = "m", with_ids: bool = True) -> list[dict[str, Any]]:

@@ -192,6 +192,27 @@ def test_another_agents_server_never_sees_the_memory(mcp_url: str) -> None:
     run(scenario)
 
 
+def test_get_config_shows_this_agents_overrides_only(mcp_url: str) -> None:
+    configured, other = new_agent(), new_agent()
+    base = mcp_url.removesuffix("/mcp")
+    with httpx.Client(base_url=base, headers=auth_headers(), timeout=30) as api:
+        put = api.put(f"/v1/agents/{configured}/config", json={"overrides": {"topk_facts": 4}})
+        assert put.status_code == 200, put.text
+
+    async def read(agent: str) -> dict[str, Any]:
+        async with connected(mcp_url, agent) as client:
+            return answer(await client.call_tool("get_config", {}))
+
+    mine = run(read, configured)
+    assert mine["overrides"] == {"topk_facts": 4}
+    assert mine["config_effective"]["topk_facts"] == 4
+    assert mine["updated_at"] is not None
+    theirs = run(read, other)
+    assert theirs["overrides"] == {}
+    assert theirs["updated_at"] is None
+    assert theirs["config_effective"]["topk_facts"] != 4
+
+
 def test_bad_arguments_are_tool_errors_that_name_the_argument(mcp_url: str) -> None:
     agent = new_agent()
 

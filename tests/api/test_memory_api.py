@@ -8,7 +8,7 @@ relationships under test are the pipeline's own.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -17,13 +17,10 @@ import httpx
 import pytest
 from sqlalchemy import Engine, text
 
-from memory_core.db.engine import create_db_engine
-from memory_core.settings import Settings
-from memory_core.write.context import WriteContext, build_write_context
+from memory_core.write.context import WriteContext
 from memory_core.write.intake import IncomingMessage, accept_messages
 from memory_core.write.pipeline import run_extract, run_reconcile, run_resolve, run_upsert
-from tests.support.api_server import api_settings, auth_headers, serve_api
-from tests.support.services import TestServices
+from tests.support.api_server import auth_headers
 
 START = datetime(2024, 1, 5, 10, 0, tzinfo=UTC)
 STEP = timedelta(days=10)
@@ -114,33 +111,6 @@ def assert_error(response: httpx.Response, status: int, field: str | None = None
 
 
 # ---- Fixtures ----------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def api_config(
-    migrated_database_url: str, services: TestServices, tmp_path_factory: pytest.TempPathFactory
-) -> Settings:
-    return api_settings(migrated_database_url, services.broker_url, tmp_path_factory.mktemp("memory-api-home"))
-
-
-@pytest.fixture(scope="module")
-def client(api_config: Settings) -> Iterator[httpx.Client]:
-    with serve_api(api_config) as base_url, httpx.Client(base_url=base_url, headers=auth_headers(), timeout=60) as http:
-        yield http
-
-
-@pytest.fixture(scope="module")
-def db(api_config: Settings) -> Iterator[Engine]:
-    engine = create_db_engine(api_config, pool_size=2)
-    yield engine
-    engine.dispose()
-
-
-@pytest.fixture(scope="module")
-def writer(api_config: Settings) -> Iterator[WriteContext]:
-    context = build_write_context(api_config, pool_size=2)
-    yield context
-    context.close()
 
 
 @pytest.fixture(scope="module")

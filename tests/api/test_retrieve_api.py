@@ -15,8 +15,7 @@ from memory_core.db.engine import create_db_engine
 from memory_core.settings import Settings
 from memory_core.write.context import WriteContext, build_write_context
 from tests.api.test_memory_api import START, STEP, Memory, assert_error, new_agent, remember, stored_facts
-from tests.support.api_server import api_settings, auth_headers, serve_api
-from tests.support.services import TestServices
+from tests.support.api_server import auth_headers
 
 # Lisbon from START, Porto from START + 4 * STEP (Lisbon's valid_to).
 HISTORY = [
@@ -39,19 +38,6 @@ FACT_FIELDS = {
     "message_id",
     "valid_from",
 }
-
-
-@pytest.fixture(scope="module")
-def api_config(
-    migrated_database_url: str, services: TestServices, tmp_path_factory: pytest.TempPathFactory
-) -> Settings:
-    return api_settings(migrated_database_url, services.broker_url, tmp_path_factory.mktemp("retrieve-api-home"))
-
-
-@pytest.fixture(scope="module")
-def client(api_config: Settings) -> Iterator[httpx.Client]:
-    with serve_api(api_config) as base_url, httpx.Client(base_url=base_url, headers=auth_headers(), timeout=60) as http:
-        yield http
 
 
 @pytest.fixture(scope="module")

@@ -294,3 +294,35 @@ def test_an_import_shows_its_progress_until_done(browser: WebDriver, ui_stack: U
     assert progress.get_attribute("value") == progress.get_attribute("max") == "5"
     assert not browser.find_elements(By.CSS_SELECTOR, "p.live")  # it stops refreshing itself
     shoot(browser, screenshots, "14-import-done")
+
+
+def test_the_overview_shows_the_agents_config_overrides(
+    browser: WebDriver, ui_stack: UiStack, screenshots: Path
+) -> None:
+    base = ui_stack.base_url
+    agent = f"ui-cfg-{uuid.uuid4().hex[:8]}"
+    service = ui_stack.settings.memory
+    with httpx.Client(base_url=base, headers=auth_headers(), timeout=30) as api:
+        put = api.put(f"/v1/agents/{agent}/config", json={"overrides": {"topk_facts": 7, "min_confidence": 0.4}})
+        assert put.status_code == 200, put.text
+
+        log_in(browser, base)
+        browser.get(f"{base}/ui/agents/{agent}")
+        wait_for(browser, expected_conditions.presence_of_element_located((By.ID, "config-overrides")))
+        rows = [
+            [cell.text for cell in row.find_elements(By.TAG_NAME, "td")]
+            for row in browser.find_elements(By.CSS_SELECTOR, "#config-overrides tbody tr")
+        ]
+        # Each override beside the value the agent's work runs on and the service's own.
+        assert rows == [
+            ["min_confidence", "0.4", "0.4", str(service.min_confidence)],
+            ["topk_facts", "7", "7", str(service.topk_facts)],
+        ]
+        assert not browser.find_elements(By.ID, "config-refused")
+        shoot(browser, screenshots, "15-agent-config")
+
+        # Removed through the API: the panel says the agent runs on the service config.
+        assert api.delete(f"/v1/agents/{agent}/config").status_code == 200
+        browser.get(f"{base}/ui/agents/{agent}")
+        wait_for(browser, expected_conditions.presence_of_element_located((By.ID, "config-none")))
+        assert not browser.find_elements(By.ID, "config-overrides")

@@ -252,3 +252,31 @@ def test_read_only_key_cannot_delete_facts_nor_run_jobs(ui_stack: UiStack) -> No
             assert ran.status_code == 403
         # The fact is still there.
         assert admin.get(f"/v1/agents/{agent}/facts/{fact_id}").status_code == 200
+
+
+def test_the_agent_page_says_when_the_service_refuses_stored_overrides(ui_stack: UiStack) -> None:
+    from sqlalchemy.orm import Session
+
+    from memory_core.agent_config import store_agent_config
+    from memory_core.db.engine import create_db_engine
+
+    agent = f"ui-refused-{uuid.uuid4().hex[:8]}"
+    # Stored as if put under an older service config that allowed them (the API checks each PUT).
+    engine = create_db_engine(ui_stack.settings, pool_size=1)
+    try:
+        with Session(engine) as session, session.begin():
+            store_agent_config(session, agent, {"topk_facts": 100_000, "timezone": "<b>Mars</b>"})
+    finally:
+        engine.dispose()
+
+    page = httpx.get(f"{ui_stack.base_url}/ui/agents/{agent}", headers=auth_headers(), timeout=30)
+    assert page.status_code == 200
+    assert 'id="config-refused"' in page.text
+    assert "topk_facts" in page.text
+    row = re.search(r"<tr><td class=\"mono\">topk_facts</td>(.*?)</tr>", page.text)
+    assert row is not None
+    # The override, then what the agent's work runs on: the service's value.
+    cells = re.findall(r"<td class=\"mono\">([^<]*)</td>", row.group(1))
+    assert cells == ["100000", str(ui_stack.settings.memory.topk_facts), str(ui_stack.settings.memory.topk_facts)]
+    assert "<b>Mars</b>" not in page.text
+    assert "&lt;b&gt;Mars&lt;/b&gt;" in page.text
