@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+import base64
+import binascii
+import json
+import struct
+from typing import Any, Literal
 
 from memory_core.providers.errors import ProviderRequestError, ProviderResponseError
 from memory_core.providers.openai_llm import make_openai_client, translate_openai_error
 
-if TYPE_CHECKING:
-    from openai.types import CreateEmbeddingResponse
-
-__all__ = ["DEFAULT_BATCH_SIZE", "OpenAIEmbeddingProvider"]
+__all__ = ["DEFAULT_BATCH_SIZE", "OpenAIEmbeddingProvider", "decode_embeddings"]
 
 DEFAULT_BATCH_SIZE = 256
 
@@ -23,10 +24,12 @@ class OpenAIEmbeddingProvider:
     every returned vector for all models, so a misconfigured dimension fails loudly
     instead of reaching the vector column.
 
-    ``encoding_format`` defaults to base64 for api.openai.com (the SDK decodes it in
-    one step, while it validates a JSON list of floats number by number, several
-    milliseconds per 1536-dimensional vector) and to "float" for a custom
-    ``base_url``, because not every compatible server implements base64.
+    ``encoding_format`` defaults to base64 for api.openai.com (fewer bytes than a JSON
+    list of floats) and to "float" for a custom ``base_url``, because not every
+    compatible server implements base64. Either way the answer is read here from the
+    raw JSON (:func:`decode_embeddings`), not through the SDK's models, which built
+    each float of a JSON list through its type machinery: 2.5-3 ms of CPU per
+    384-dimension vector, half of an embedding call's cost (docs/performance.md, "Peers").
     """
 
     def __init__(
@@ -77,31 +80,53 @@ class OpenAIEmbeddingProvider:
         return self._request([text])[0]
 
     def _request(self, batch: list[str]) -> list[list[float]]:
-        options: dict[str, Any] = {}
+        options: dict[str, Any] = {"encoding_format": self.encoding_format}
         if self.model.startswith("text-embedding-3"):
             options["dimensions"] = self._dimensions
-        if self.encoding_format == "float":
-            options["encoding_format"] = "float"
-        # Leaving base64 to the SDK's default lets it decode the vectors itself,
-        # and accept servers that answer floats anyway.
         try:
-            response: CreateEmbeddingResponse = self._client.embeddings.create(model=self.model, input=batch, **options)
+            raw = self._client.embeddings.with_raw_response.create(model=self.model, input=batch, **options)
+            content = raw.http_response.content
         except self._sdk_error as error:
             raise translate_openai_error(error) from error
-        items = sorted(response.data, key=lambda item: item.index)
-        if len(items) != len(batch) or [item.index for item in items] != list(range(len(batch))):
-            raise ProviderResponseError(
-                f"embedding model {self.model} returned {len(items)} vectors for {len(batch)} inputs",
-                provider="openai",
-            )
-        vectors: list[list[float]] = []
-        for item in items:
-            vector = [float(value) for value in item.embedding]
+        vectors = decode_embeddings(content, len(batch), model=self.model)
+        for vector in vectors:
             if len(vector) != self._dimensions:
                 raise ProviderResponseError(
                     f"embedding model {self.model} returned a vector of dimension {len(vector)}, "
                     f"expected {self._dimensions} (ARANDU_EMBEDDING_DIMENSIONS)",
                     provider="openai",
                 )
-            vectors.append(vector)
         return vectors
+
+
+def decode_embeddings(content: bytes, expected: int, *, model: str) -> list[list[float]]:
+    """The vectors of an ``/embeddings`` answer, in input order: JSON floats or base64 float32, either accepted.
+
+    Raises :class:`ProviderResponseError` when the answer is not such a list of ``expected`` vectors.
+    """
+    try:
+        payload = json.loads(content)
+        items = sorted(payload["data"], key=lambda item: int(item["index"]))
+        vectors = [_vector(item["embedding"]) for item in items]
+    except (ValueError, TypeError, KeyError, binascii.Error) as error:
+        raise ProviderResponseError(
+            f"embedding model {model} answered something that is not a list of embeddings: {error}",
+            provider="openai",
+        ) from None
+    if len(items) != expected or [int(item["index"]) for item in items] != list(range(expected)):
+        raise ProviderResponseError(
+            f"embedding model {model} returned {len(items)} vectors for {expected} inputs",
+            provider="openai",
+        )
+    return vectors
+
+
+def _vector(value: Any) -> list[float]:
+    if isinstance(value, str):  # base64 of little-endian float32, as OpenAI sends it
+        data = base64.b64decode(value, validate=True)
+        if len(data) % 4:
+            raise ValueError(f"a base64 vector of {len(data)} bytes is not float32")
+        return list(struct.unpack(f"<{len(data) // 4}f", data))
+    if not isinstance(value, list):
+        raise TypeError(f"an embedding must be a list of numbers or base64, not {type(value).__name__}")
+    return [float(number) for number in value]

@@ -173,7 +173,10 @@ def main(argv: list[str] | None = None) -> int:
         help="the peers' virtual environment (default: $TMPDIR/arandu-bench-peers/venv-<hash of the pins>)",
     )
     peers.add_argument(
-        "--only", choices=("arandu", "mem0"), action="append", help="run only this peer (repeatable; default both)"
+        "--only",
+        choices=("arandu", "mem0", "ours"),
+        action="append",
+        help="run only this peer (repeatable; default both); `ours`: this service alone, no peer",
     )
     args = parser.parse_args(argv)
     raw_args = list(sys.argv[1:] if argv is None else argv)
@@ -250,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
             record=not args.no_record,
             argv=raw_args[1:],
             venv=args.venv,
-            only=tuple(args.only or ("arandu", "mem0")),
+            only=tuple(name for name in (args.only or ("arandu", "mem0")) if name != "ours"),
         )
     return 2  # pragma: no cover - argparse refuses unknown benchmarks
 

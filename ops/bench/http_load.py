@@ -36,6 +36,8 @@ class LoadOutcome:
     errors: list[str] = field(default_factory=list)
     # The status of each answered request, in the order of ``latencies``.
     statuses: list[int] = field(default_factory=list)
+    # With ``keep_bodies``: each answered request's body, by its index in ``requests``.
+    bodies: dict[int, bytes] = field(default_factory=dict)
 
 
 class _Connection(asyncio.Protocol):
@@ -101,6 +103,7 @@ async def send_all(
     expect: int = 202,
     rate: float | None = None,
     stop: asyncio.Event | None = None,
+    keep_bodies: bool = False,
 ) -> LoadOutcome:
     """Send every ``(path, body)`` over ``concurrency`` keep-alive connections; latencies and errors.
 
@@ -108,7 +111,8 @@ async def send_all(
     ``rate`` (requests per second) request *i* is due at ``i / rate`` seconds from the start
     whatever the answers before it, and its latency counts from then. An answer whose status
     is not ``expect`` is an error (with the start of its body). With ``stop``, no request is
-    sent once it is set (a background load that lasts as long as another one).
+    sent once it is set (a background load that lasts as long as another one). With
+    ``keep_bodies`` the answers' bodies are kept (``outcome.bodies``), to be read after the load.
     """
     host, port = base_url.removeprefix("http://").rstrip("/").rsplit(":", 1)
     head = "".join(f"{name}: {value}\r\n" for name, value in {"Host": f"{host}:{port}", **headers}.items())
@@ -144,6 +148,8 @@ async def send_all(
                 continue
             outcome.latencies.append(time.perf_counter() - started)
             outcome.statuses.append(status)
+            if keep_bodies:
+                outcome.bodies[index] = body
             if status != expect:
                 outcome.errors.append(f"{status}: {body[:200].decode(errors='replace')}")
             if closing:

@@ -60,6 +60,7 @@ from ops.bench.common import (
     text_table,
     verdict,
 )
+from ops.bench.http_load import send_all
 from ops.bench.ingest import LOCOMO_PATH, run_stats, wait_for_runs
 from ops.bench.locomo import Question, load_conversations, ranked_ids
 from ops.bench.peers_stub import ARANDU, MEM0, OURS, PeerModel, Tally
@@ -214,6 +215,10 @@ class Pass:
     failed: int = 0
     errors: list[str] = field(default_factory=list)
     tally: Tally = field(default_factory=Tally)
+    # CPU of the system's processes and PostgreSQL during the pass (this service: not its callers).
+    cpu_s: float = math.nan
+    # Cores used meanwhile by processes of neither the system nor the benchmark (a shared host).
+    foreign_cores: float = math.nan
 
     @property
     def rate(self) -> float:
@@ -468,36 +473,38 @@ def run_ours(stack: BenchStack, model: PeerModel, workload: Workload, sizes: Siz
 def _retrieve_pass(
     stack: BenchStack, workload: Workload, overrides: dict[str, Any] | None, into: Pass, *, warm_up: bool = False
 ) -> None:
-    """The questions with ``CLIENTS`` concurrent callers; ``warm_up``: the first few, untimed, as the peers do."""
+    """The questions with ``CLIENTS`` concurrent callers; ``warm_up``: the first few, untimed, as the peers do.
 
-    async def go() -> None:
-        questions = workload.questions[:CLIENTS] if warm_up else workload.questions
-        queue = iter(enumerate(questions))
-        limits = httpx.Limits(max_connections=CLIENTS, max_keepalive_connections=CLIENTS)
-        async with httpx.AsyncClient(
-            base_url=stack.api_url, headers=stack.json_headers, timeout=120, limits=limits
-        ) as client:
-
-            async def caller() -> None:
-                for index, question in queue:
-                    body: dict[str, Any] = {"query": question.text}
-                    if overrides:
-                        body["config_overrides"] = overrides
-                    moment = time.perf_counter()
-                    response = await client.post(f"/v1/agents/{question.agent_id}/retrieve", json=body)
-                    if response.status_code != 200:
-                        into.failed += 1
-                        if len(into.errors) < 3:
-                            into.errors.append(f"{response.status_code} {response.text[:200]}")
-                        continue
-                    into.latencies.append(time.perf_counter() - moment)
-                    into.ranked[str(index)] = [item for item, _ in ranked_ids(_answer(response.json()), {})[0]]
-
-            moment = time.perf_counter()
-            await asyncio.gather(*(caller() for _ in range(CLIENTS)))
-            into.wall_s = time.perf_counter() - moment
-
-    asyncio.run(go())
+    The callers are the minimal HTTP client (:mod:`ops.bench.http_load`), whose answers are read
+    after the pass: the peers' callers cost nothing beyond their library's own work, and httpx's
+    ~8 ms of CPU per request (plus parsing each answer) would take the shared cores, and the GIL
+    of the process that serves the stub's embeddings, from the system measured.
+    """
+    questions = workload.questions[:CLIENTS] if warm_up else workload.questions
+    requests = []
+    for question in questions:
+        body: dict[str, Any] = {"query": question.text}
+        if overrides:
+            body["config_overrides"] = overrides
+        requests.append((f"/v1/agents/{question.agent_id}/retrieve", json.dumps(body).encode()))
+    before = stack.cpu_snapshot()
+    moment = time.perf_counter()
+    outcome = asyncio.run(
+        send_all(stack.api_url, stack.json_headers, requests, concurrency=CLIENTS, expect=200, keep_bodies=True)
+    )
+    into.wall_s = time.perf_counter() - moment
+    after = stack.cpu_snapshot()
+    into.cpu_s = after.stack_seconds_since(before)
+    into.foreign_cores = after.foreign_share(before)
+    into.errors = outcome.errors[:3]
+    for latency, status in zip(outcome.latencies, outcome.statuses, strict=True):
+        if status == 200:
+            into.latencies.append(latency)
+    into.failed = len(questions) - len(into.latencies)
+    for index, body in outcome.bodies.items():
+        with contextlib.suppress(ValueError):
+            answer = json.loads(body)
+            into.ranked[str(index)] = [item for item, _ in ranked_ids(_answer(answer), {})[0]]
 
 
 def _answer(payload: dict[str, Any]) -> SimpleNamespace:
@@ -666,6 +673,12 @@ def _follow(
                 target.failed = int(results.get("failed", 0))
                 target.errors = list(results.get("errors", []))
                 target.tally = tally
+                if results.get("figures_of") == "retrieve_formula":
+                    # The figures of the pass before (mem0: one pass for both rows), its CPU with them.
+                    target.cpu_s, target.foreign_cores = run.formula.cpu_s, run.formula.foreign_cores
+                else:
+                    target.cpu_s = cpu_now.system_since(cpu_mark)
+                    target.foreign_cores = cpu_now.foreign_since(cpu_mark)
                 if results.get("note"):
                     run.notes.append(f"{run.name}: {results['note']}.")
             cpu_mark = cpu_now
@@ -673,6 +686,7 @@ def _follow(
                 label = {
                     "sequential": f"one writer, {len(workload.sequential)} turns",
                     "concurrent": (f"{workload.messages:,} turns, one writer per conversation"),
+                    "warm_up": f"the first {CLIENTS} questions, untimed",
                 }.get(begins, f"{len(workload.questions):,} questions, {CLIENTS} clients")
                 print(f"{run.name}: {begins}: {label}...", flush=True)
             sampler.sample()
@@ -819,6 +833,19 @@ def build_rows(runs: Sequence[SystemRun], workload: Workload) -> tuple[list[list
             _fmt("{:,.1f}"),
         ),
         Measure(
+            "CPU per retrieve, LLM reranker off (ms; the system's processes + PostgreSQL)",
+            each(lambda r: r.formula.cpu_s / len(r.formula.latencies) * 1000.0),
+            LOWER,
+            _fmt("{:,.1f}"),
+        ),
+        Measure(
+            "other processes on the shared host during that pass (cores of 2)",
+            each(lambda r: r.formula.foreign_cores),
+            LOWER,
+            _fmt("{:.2f}"),
+            compare=False,
+        ),
+        Measure(
             f"retrieve p50 / p95, {CLIENTS} clients, defaults (ms)",
             each(lambda r: percentile(r.default.latencies, 95) * 1000.0),
             LOWER,
@@ -959,6 +986,12 @@ CAPABILITIES = [
 ]
 
 
+def capability_rows(runs: Sequence[SystemRun]) -> list[list[str]]:
+    """The rows of :data:`CAPABILITIES` with a column per system that ran (``--only`` leaves some out)."""
+    column = {OURS: 1, ARANDU: 2, MEM0: 3}
+    return [[row[0], *(row[column[run.name]] for run in runs)] for row in CAPABILITIES]
+
+
 def _section(
     machine: MachineInfo,
     *,
@@ -973,7 +1006,7 @@ def _section(
     title = f"## Peers — {machine.date:%Y-%m-%d %H:%M} UTC" + (" — quick (a tenth of the size)" if quick else "")
     headers = ["measure", *(run.name for run in runs), "ours / better peer", "target"]
     table = markdown_table(headers, rows)
-    capabilities = markdown_table(["", *(run.name for run in runs)], [list(row) for row in CAPABILITIES])
+    capabilities = markdown_table(["", *(run.name for run in runs)], capability_rows(runs))
     versions = "; ".join(f"{run.name}: {run.versions or 'n/a'}" for run in runs)
     bullets = "\n".join(f"- {note}" for note in notes)
     return (
@@ -1026,7 +1059,7 @@ def run_peers_benchmark(
     install_error = ""
     started_install = time.monotonic()
     try:
-        python = ensure_peers_venv(venv_dir)
+        python = ensure_peers_venv(venv_dir) if only else None
     except PeerUnavailableError as error:
         install_error = str(error)
         print(f"the peers cannot be installed: {install_error}", file=sys.stderr, flush=True)
@@ -1111,7 +1144,7 @@ def run_peers_benchmark(
         "Targets missed: " + ", ".join(missed) + "." if missed else "Every target was met.",
     ]
     print("\n" + text_table(headers, rows))
-    print("\n" + text_table(["", *(run.name for run in runs)], [list(row) for row in CAPABILITIES]))
+    print("\n" + text_table(["", *(run.name for run in runs)], capability_rows(runs)))
     print("\n" + "\n".join(f"- {note}" for note in notes))
     if record:
         append_results(

@@ -15,12 +15,14 @@ import httpx
 from memory_core.providers.hashing_embedder import HashingEmbedder
 from ops.bench.locomo import Question
 from ops.bench.peers import (
+    CAPABILITIES,
     PEER_REQUIREMENTS,
     Ingest,
     Pass,
     SystemRun,
     Workload,
     build_rows,
+    capability_rows,
     ensure_peers_venv,
 )
 from ops.bench.peers_stub import ARANDU, ARANDU_KINDS, MEM0, MEM0_MARKER, OUR_RERANK, OURS, PeerModel, Tally
@@ -89,10 +91,12 @@ def test_every_system_gets_the_same_extraction_and_the_same_embedding_geometry()
     assert model.take()[0] == {}
 
 
-def _run(name: str, *, rate: float, calls: int, p95_ms: float, ranked: dict[str, list[str]]) -> SystemRun:
+def _run(
+    name: str, *, rate: float, calls: int, p95_ms: float, ranked: dict[str, list[str]], cpu_s: float = 0.1
+) -> SystemRun:
     concurrent = Ingest(messages=100, wall_s=100 / rate, latencies=[1.0, 2.0], tally=Tally())
     concurrent.tally.calls["extract"] = calls
-    retrieved = Pass(latencies=[p95_ms / 1000.0] * 4, wall_s=1.0, ranked=ranked)
+    retrieved = Pass(latencies=[p95_ms / 1000.0] * 4, wall_s=1.0, ranked=ranked, cpu_s=cpu_s)
     return SystemRun(name=name, concurrent=concurrent, formula=retrieved, default=retrieved)
 
 
@@ -103,8 +107,8 @@ def test_the_table_gives_ratios_to_the_better_peer_and_says_why_a_peer_did_not_r
         conversations={"a": []},
         questions=[Question("a", "q0", 1, ("D1:1",)), Question("a", "q1", 1, ("D1:2", "D1:3"))],
     )
-    ours = _run(OURS, rate=50.0, calls=20, p95_ms=40.0, ranked={"0": ["D1:1"], "1": ["D1:2", "D1:3"]})
-    arandu = _run(ARANDU, rate=2.0, calls=250, p95_ms=100.0, ranked={"0": ["D1:1"], "1": ["D1:9"]})
+    ours = _run(OURS, rate=50.0, calls=20, p95_ms=40.0, ranked={"0": ["D1:1"], "1": ["D1:2", "D1:3"]}, cpu_s=0.1)
+    arandu = _run(ARANDU, rate=2.0, calls=250, p95_ms=100.0, ranked={"0": ["D1:1"], "1": ["D1:9"]}, cpu_s=0.2)
     mem0 = SystemRun(name=MEM0, unavailable="pip install failed: no matching distribution")
 
     rows, targets, notes = build_rows([ours, arandu, mem0], workload)
@@ -115,6 +119,11 @@ def test_the_table_gives_ratios_to_the_better_peer_and_says_why_a_peer_did_not_r
     assert throughput[5].endswith("met")
     recall = by_name["evidence recall@5 / @10, defaults (%)"]
     assert recall[1:3] == ["100.0 / 100.0", "50.0 / 50.0"]
+    # Four retrieves in each pass: 0.1 s and 0.2 s of CPU are 25 and 50 ms per retrieve.
+    cpu = by_name["CPU per retrieve, LLM reranker off (ms; the system's processes + PostgreSQL)"]
+    assert cpu[1:5] == ["25.0", "50.0", "could not run", "0.50x"]
+    assert capability_rows([ours, arandu, mem0])[0] == list(CAPABILITIES[0])
+    assert [len(row) for row in capability_rows([ours])] == [2] * len(CAPABILITIES)
     assert targets == {
         "messages/s end to end, natural concurrency: >= 20x the better peer": True,
         "chat calls per message, natural concurrency: <= the better peer's": True,

@@ -71,6 +71,16 @@ def test_every_request_is_sent_once_and_answered(server: str) -> None:
     assert all(0 < latency < 5 for latency in outcome.latencies)
 
 
+def test_kept_bodies_are_the_answers_of_each_request_by_its_index(server: str) -> None:
+    requests = [("/echo", b"x" * size) for size in range(1, 21)]
+    outcome = asyncio.run(send_all(server, {}, requests, concurrency=4, keep_bodies=True))
+    assert outcome.errors == []
+    assert {index: json.loads(body)["length"] for index, body in outcome.bodies.items()} == {
+        index: index + 1 for index in range(20)
+    }
+    assert asyncio.run(send_all(server, {}, requests[:2], concurrency=1)).bodies == {}
+
+
 def test_an_unexpected_status_is_an_error_with_the_answer(server: str) -> None:
     outcome = asyncio.run(send_all(server, {}, [("/missing", b"{}")] * 3, concurrency=2))
     assert len(outcome.latencies) == 3

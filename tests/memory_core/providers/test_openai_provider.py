@@ -227,6 +227,38 @@ def test_base64_vectors_are_decoded(stub: OpenAIStub) -> None:
     assert vectors[1] == pytest.approx(stub_vector("I work in Porto", 256), abs=1e-6)
 
 
+def test_a_server_answering_floats_to_a_base64_request_is_understood(stub: OpenAIStub) -> None:
+    # Not every compatible server implements base64: floats are read whatever was asked, in index order.
+    stub.enqueue_embeddings(
+        StubReply(body={"data": [{"index": 1, "embedding": [0.0, 1.0]}, {"index": 0, "embedding": [1, 0.5]}]})
+    )
+    provider = OpenAIEmbeddingProvider(
+        api_key=API_KEY, model="nomic-embed-text", dimensions=2, base_url=stub.base_url, encoding_format="base64"
+    )
+
+    assert provider.embed(["first", "second"]) == [[1.0, 0.5], [0.0, 1.0]]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"object": "list"},
+        {"data": [{"index": 0, "embedding": "not base64 at all!"}]},
+        {"data": [{"index": 0, "embedding": {"x": 1}}]},
+        {"data": [{"index": 0, "embedding": ["a", "b"]}]},
+        {"data": [{"index": 3, "embedding": [0.1, 0.2]}]},
+        {"data": []},
+    ],
+)
+def test_an_answer_that_is_not_the_embeddings_asked_for_is_a_response_error(stub: OpenAIStub, body: object) -> None:
+    stub.enqueue_embeddings(StubReply(body=body))
+
+    with pytest.raises(ProviderResponseError) as caught:
+        embedder(stub, model="nomic-embed-text", dimensions=2).embed(["I live in Lisbon"])
+
+    assert "nomic-embed-text" in str(caught.value)
+
+
 def test_dimensions_are_only_requested_from_models_that_accept_them(stub: OpenAIStub) -> None:
     provider = embedder(stub, model="nomic-embed-text", dimensions=1536)
 
