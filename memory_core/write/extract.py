@@ -192,6 +192,8 @@ class PreparedExtraction:
     message: str = ""
     # Offline: the directives the rule twin found (an LLM answers them in the extraction call).
     directives: list[ExtractedDirective] | None = None
+    # The database's clock after pre-retrieval (LLM informed extraction only): see ExtractStageOutput.
+    known_as_of: datetime | None = None
 
     @property
     def batchable(self) -> bool:
@@ -249,6 +251,8 @@ def prepare_extraction(
         if informed
         else []
     )
+    # Only an LLM's extraction judges facts against what it was shown (offline rules judge none).
+    known_as_of = repository.database_now(session) if informed and cacheable else None
     trace.append(
         TraceStep(
             name="pre_retrieval",
@@ -296,6 +300,7 @@ def prepare_extraction(
         agent_id=agent_id,
         message=message,
         directives=directives,
+        known_as_of=known_as_of,
     )
 
 
@@ -455,5 +460,6 @@ def finish_extraction(
         tokens=tokens,
         trace=trace,
         batch=batch_info,
+        known_as_of=prepared.known_as_of,
     )
     return ExtractionResult(output=output, event_embedding=prepared.event_vector, emotion=emotion)

@@ -315,6 +315,7 @@ def _compute_reconcile(
         candidates=item.candidates,
         batch_tokens=batch_tokens,
         shown=shown_fact_ids(item.extract.known_entities),
+        known_as_of=item.extract.known_as_of,
     )
     return _Computed(_stage_completion(run, output, started))
 
@@ -366,6 +367,7 @@ def _reconcile_batched(
                 config=ctx.config_for(run.options, run.agent_config),
                 candidates=item.candidates,
                 shown=shown_fact_ids(item.extract.known_entities),
+                known_as_of=item.extract.known_as_of,
             )
         except Exception:  # noqa: S112 - its own computation raises it again, failing that run alone
             continue
@@ -884,6 +886,7 @@ def dry_run(
             occurred_at_iso=at.isoformat(),
             config=config,
             shown=shown_fact_ids(extraction.output.known_entities),
+            known_as_of=extraction.output.known_as_of,
         )
     event_id = uuid.uuid4()
     session = ctx.sessions()
