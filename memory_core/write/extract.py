@@ -212,10 +212,13 @@ def prepare_extraction(
     options: dict[str, Any],
     agent_config: dict[str, Any] | None = None,
     known_aliases: repository.KnownAliases | None = None,
+    read_clock: bool = True,
 ) -> PreparedExtraction:
     """Embedding, emotion (offline), pre-retrieval and the skill inputs of one message.
 
     ``agent_config``: the agent's stored config overrides (the run's ``agent_config``).
+    ``read_clock``: read the database's clock after pre-retrieval (``known_as_of``); a chunk
+    preparing its messages together reads it once, after all of them.
     """
     config = ctx.config_for(options, agent_config)
     trace: list[TraceStep] = []
@@ -252,7 +255,7 @@ def prepare_extraction(
         else []
     )
     # Only an LLM's extraction judges facts against what it was shown (offline rules judge none).
-    known_as_of = repository.database_now(session) if informed and cacheable else None
+    known_as_of = repository.database_now(session) if read_clock and informed and cacheable else None
     trace.append(
         TraceStep(
             name="pre_retrieval",
