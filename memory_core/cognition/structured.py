@@ -11,7 +11,9 @@ Strict schemas require every property, ``additionalProperties: false`` on every 
 ``default``. The ``openai`` package's own converter (``to_strict_json_schema``, what its
 ``parse`` helpers use) does the first two; defaults are removed here. A model with a free-form
 mapping (``dict[str, str]``: an object whose keys are not known in advance) cannot be strict:
-such a skill keeps JSON mode.
+such a skill keeps JSON mode. Every call pays for the schema's characters, so it is then written
+short with the same meaning: a definition used once in place of its ``$ref``, a nullable scalar as a
+type list (``["string", "null"]``, strict mode's documented form).
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ __all__ = [
 
 JSON_MODE: dict[str, str] = {"type": "json_object"}
 
+_DEFS_PREFIX = "#/$defs/"
+
 # OpenAI's rule for a json_schema name.
 _NAME_CHARACTERS = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -51,7 +55,12 @@ def strict_json_schema(model: type[BaseModel]) -> dict[str, Any] | None:
     # String lengths are keywords strict mode refuses (the whole request would be refused, and the
     # provider would fall back to JSON mode for every skill); the answer is still validated against them.
     _drop_keys(schema, ("default", "title", "minLength", "maxLength"))
-    return schema if _is_strict(schema) else None
+    if not _is_strict(schema):
+        return None
+    # Every call pays for the schema's characters: the same schema, written shorter.
+    _inline_single_use(schema)
+    _fold_nullable(schema)
+    return schema
 
 
 def compact_schema(model: type[BaseModel]) -> dict[str, Any]:
@@ -78,6 +87,75 @@ def _drop_keys(node: Any, names: tuple[str, ...]) -> None:
     elif isinstance(node, list):
         for value in node:
             _drop_keys(value, names)
+
+
+def _references(node: Any, counts: dict[str, int]) -> None:
+    """Count, into ``counts``, the ``$ref`` of every definition in ``node``."""
+    if isinstance(node, dict):
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith(_DEFS_PREFIX):
+            name = ref.removeprefix(_DEFS_PREFIX)
+            counts[name] = counts.get(name, 0) + 1
+        for value in node.values():
+            _references(value, counts)
+    elif isinstance(node, list):
+        for value in node:
+            _references(value, counts)
+
+
+def _inline_single_use(schema: dict[str, Any]) -> None:
+    """Write each definition referenced once in place of its ``$ref`` (its name, twice, was pure overhead).
+
+    Definitions used several times, or by themselves (recursive models), stay in ``$defs``.
+    """
+    definitions = schema.get("$defs")
+    if not isinstance(definitions, dict):
+        return
+    counts: dict[str, int] = {}
+    _references(schema, counts)
+    recursive: set[str] = set()
+    for name, definition in definitions.items():
+        own: dict[str, int] = {}
+        _references(definition, own)
+        if own.get(name):
+            recursive.add(name)
+    single = {name for name, count in counts.items() if count == 1 and name in definitions and name not in recursive}
+    if not single:
+        return
+
+    def replace(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.removeprefix(_DEFS_PREFIX) in single and len(node) == 1:
+                return replace(definitions[ref.removeprefix(_DEFS_PREFIX)])
+            return {key: replace(value) for key, value in node.items()}
+        if isinstance(node, list):
+            return [replace(value) for value in node]
+        return node
+
+    kept = {name: definition for name, definition in definitions.items() if name not in single}
+    body = replace({key: value for key, value in schema.items() if key != "$defs"})
+    kept = {name: replace(definition) for name, definition in kept.items()}
+    schema.clear()
+    if kept:
+        schema["$defs"] = kept
+    schema.update(body)
+
+
+def _fold_nullable(node: Any) -> None:
+    """``{"anyOf": [{"type": T}, {"type": "null"}]}`` written as ``{"type": [T, "null"]}`` (strict mode's own form)."""
+    if isinstance(node, dict):
+        branches = node.get("anyOf")
+        if isinstance(branches, list) and len(branches) == 2 and {"type": "null"} in branches:
+            other = branches[0] if branches[1] == {"type": "null"} else branches[1]
+            if isinstance(other, dict) and set(other) == {"type"} and isinstance(other["type"], str):
+                del node["anyOf"]
+                node["type"] = [other["type"], "null"]
+        for value in node.values():
+            _fold_nullable(value)
+    elif isinstance(node, list):
+        for value in node:
+            _fold_nullable(value)
 
 
 def _is_strict(node: Any) -> bool:

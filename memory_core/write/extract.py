@@ -192,6 +192,8 @@ class PreparedExtraction:
     message: str = ""
     # Offline: the directives the rule twin found (an LLM answers them in the extraction call).
     directives: list[ExtractedDirective] | None = None
+    # The database's clock after pre-retrieval (LLM informed extraction only): see ExtractStageOutput.
+    known_as_of: datetime | None = None
 
     @property
     def batchable(self) -> bool:
@@ -210,10 +212,13 @@ def prepare_extraction(
     options: dict[str, Any],
     agent_config: dict[str, Any] | None = None,
     known_aliases: repository.KnownAliases | None = None,
+    read_clock: bool = True,
 ) -> PreparedExtraction:
     """Embedding, emotion (offline), pre-retrieval and the skill inputs of one message.
 
     ``agent_config``: the agent's stored config overrides (the run's ``agent_config``).
+    ``read_clock``: read the database's clock after pre-retrieval (``known_as_of``); a chunk
+    preparing its messages together reads it once, after all of them.
     """
     config = ctx.config_for(options, agent_config)
     trace: list[TraceStep] = []
@@ -249,6 +254,8 @@ def prepare_extraction(
         if informed
         else []
     )
+    # Only an LLM's extraction judges facts against what it was shown (offline rules judge none).
+    known_as_of = repository.database_now(session) if read_clock and informed and cacheable else None
     trace.append(
         TraceStep(
             name="pre_retrieval",
@@ -296,6 +303,7 @@ def prepare_extraction(
         agent_id=agent_id,
         message=message,
         directives=directives,
+        known_as_of=known_as_of,
     )
 
 
@@ -455,5 +463,6 @@ def finish_extraction(
         tokens=tokens,
         trace=trace,
         batch=batch_info,
+        known_as_of=prepared.known_as_of,
     )
     return ExtractionResult(output=output, event_embedding=prepared.event_vector, emotion=emotion)

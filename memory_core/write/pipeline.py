@@ -46,7 +46,7 @@ from memory_core.write.reconcile import (
     shown_fact_ids,
 )
 from memory_core.write.reconcile_batching import ReconcileMember, reconcile_in_batches
-from memory_core.write.repository import FactRow, KnownAliases, closest_active_facts_many
+from memory_core.write.repository import FactRow, KnownAliases, closest_active_facts_many, database_now
 from memory_core.write.resolve import resolve_entities, speaker_entity
 from memory_core.write.runs import RunView, StageCompletion, complete_stages, load_runs, relax_durability
 from memory_core.write.schemas import (
@@ -316,6 +316,7 @@ def _compute_reconcile(
         candidates=item.candidates,
         batch_tokens=batch_tokens,
         shown=shown_fact_ids(item.extract.known_entities),
+        known_as_of=item.extract.known_as_of,
     )
     return _Computed(_stage_completion(run, output, started))
 
@@ -367,6 +368,7 @@ def _reconcile_batched(
                 config=ctx.config_for(run.options, run.agent_config),
                 candidates=item.candidates,
                 shown=shown_fact_ids(item.extract.known_entities),
+                known_as_of=item.extract.known_as_of,
             )
         except Exception:  # noqa: S112 - its own computation raises it again, failing that run alone
             continue
@@ -436,6 +438,7 @@ def _extract_batched(
             options=run.options,
             agent_config=run.agent_config,
             known_aliases=known,
+            read_clock=False,
         )
 
     prepared: dict[uuid.UUID, PreparedExtraction] = {}
@@ -444,6 +447,13 @@ def _extract_batched(
             outcomes[run.event_id] = result
         else:
             prepared[run.event_id] = result
+    if any(item.informed for item in prepared.values()):
+        # One clock reading for the chunk, after every message's pre-retrieval (see known_as_of).
+        as_of = database_now(session)
+        session.close()
+        for item in prepared.values():
+            if item.informed:
+                item.known_as_of = as_of
     key = informed_cache_key(ctx)
     members = [
         BatchMember(run.event_id, run.agent_id, run.session_id, run.arrival_key, prepared[run.event_id])
@@ -889,6 +899,7 @@ def dry_run(
             occurred_at_iso=at.isoformat(),
             config=config,
             shown=shown_fact_ids(extraction.output.known_entities),
+            known_as_of=extraction.output.known_as_of,
         )
     event_id = uuid.uuid4()
     session = ctx.sessions()

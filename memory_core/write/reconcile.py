@@ -94,20 +94,36 @@ def shown_fact_ids(known: Sequence[KnownEntity]) -> frozenset[str]:
     return frozenset(fact.fact_id for entity in known for fact in entity.facts)
 
 
+def written_since(candidate: repository.FactRow, known_as_of: datetime | None) -> bool:
+    """Whether ``candidate`` was written after informed extraction read memory (so it could not be shown).
+
+    Its row's ``created_at`` is its writing transaction's start: later than the read, it was not
+    committed when the read ran.
+    """
+    return known_as_of is not None and candidate.created_at is not None and candidate.created_at > known_as_of
+
+
 def judged_by_extraction(
-    fact: PreparedFact, relevant: Sequence[repository.FactRow], shown: frozenset[str]
+    fact: PreparedFact,
+    relevant: Sequence[repository.FactRow],
+    shown: frozenset[str],
+    known_as_of: datetime | None = None,
 ) -> tuple[ReconcileAction, str | None] | None:
     """The decision informed extraction already made for ``fact``, when it saw every fact that matters.
 
     Extraction was shown numbered known facts and said which one, if any, each new fact replaces.
     When every candidate worth a decision was among them, that judgement is the decision a
     reconcile call would be asked for: UPDATE of the replaced fact, else ADD (a repeat is still
-    caught as a duplicate by upsert). Otherwise, a retraction (which DELETEs rather than
-    replaces) or a replaced fact that is no candidate: ``None``, and the reconcile skill decides.
+    caught as a duplicate by upsert). Candidates written after extraction read memory
+    (``known_as_of``: another message of the agent applied meanwhile) are left to upsert's
+    re-check, exactly as a chunk's earlier messages are for its later ones: repeats and
+    near-duplicates, single-valued slots and retraction pairs. Otherwise, a retraction (which
+    DELETEs rather than replaces), an existing candidate it was not shown, or a replaced fact
+    that is no candidate: ``None``, and the reconcile skill decides.
     """
     if not fact.judged or not relevant:
         return None
-    ids = {candidate.fact_id for candidate in relevant}
+    ids = {candidate.fact_id for candidate in relevant if not written_since(candidate, known_as_of)}
     if not ids <= shown or retracts(fact.text):
         return None
     if fact.replaces_fact_id is None:
@@ -157,6 +173,7 @@ def reconcile_requests(
     config: MemoryConfig,
     candidates: Sequence[Sequence[repository.FactRow]],
     shown: frozenset[str] = frozenset(),
+    known_as_of: datetime | None = None,
 ) -> list[ReconcileRequest]:
     """The skill calls :func:`reconcile_facts` would make for these facts and ``candidates``, same inputs.
 
@@ -169,7 +186,7 @@ def reconcile_requests(
     requests: list[ReconcileRequest] = []
     for index, (fact, found) in enumerate(zip(facts, candidates, strict=True)):
         relevant = _relevant(fact, found, config)
-        if relevant and judged_by_extraction(fact, relevant, shown) is None:
+        if relevant and judged_by_extraction(fact, relevant, shown, known_as_of) is None:
             entity = entity_for(fact.subject, entities, speaker_key)
             requests.append(
                 ReconcileRequest(index, reconcile_cache_key(index), _skill_input(fact, entity, relevant, occurred_at))
@@ -191,6 +208,7 @@ def reconcile_facts(
     candidates: Sequence[Sequence[repository.FactRow]] | None = None,
     batch_tokens: TokenCount | None = None,
     shown: frozenset[str] = frozenset(),
+    known_as_of: datetime | None = None,
 ) -> ReconcileStageOutput:
     """One decision per fact, in the facts' order.
 
@@ -198,8 +216,8 @@ def reconcile_facts(
     (one statement for a chunk's messages); otherwise each fact's are read here.
     ``batch_tokens``: this message's share of the batched calls that left its decisions in
     ``cache`` (see :mod:`memory_core.write.reconcile_batching`). ``shown``: the known facts
-    informed extraction was shown (:func:`shown_fact_ids`); a fact it judged against all its
-    candidates costs no call (:func:`judged_by_extraction`).
+    informed extraction was shown (:func:`shown_fact_ids`) and ``known_as_of`` when it read them;
+    a fact it judged against all its candidates costs no call (:func:`judged_by_extraction`).
     """
     started = time.perf_counter()
     occurred_at = datetime.fromisoformat(occurred_at_iso)
@@ -243,10 +261,15 @@ def reconcile_facts(
             decision.reason = "fast path: nothing similar"
             decisions.append(decision)
             continue
-        judged = judged_by_extraction(fact, relevant, shown)
+        judged = judged_by_extraction(fact, relevant, shown, known_as_of)
         if judged is not None:
             decision.action, decision.target_fact_id = judged
             decision.reason = "decided by informed extraction, which saw every candidate"
+            later = [c.fact_id for c in relevant if written_since(c, known_as_of)]
+            if later:
+                # Not judged here: upsert compares them with this fact as facts it never saw.
+                decision.candidate_ids = [fact_id for fact_id in decision.candidate_ids if fact_id not in later]
+                decision.reason = "decided by informed extraction, which saw every candidate written before it"
             extraction_decided += 1
             decisions.append(decision)
             continue

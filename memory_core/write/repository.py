@@ -292,6 +292,8 @@ class FactRow:
     attribute_key: str | None
     valid_from: datetime
     similarity: float
+    # When the row was written (its transaction's start): tells facts written after a read.
+    created_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -306,7 +308,7 @@ class ClosestFactsQuery:
 
 _CLOSEST_MANY = sql(
     """
-    SELECT w.ord, f.id, f.entity_key, f.fact_text, f.attribute_key, f.valid_from,
+    SELECT w.ord, f.id, f.entity_key, f.fact_text, f.attribute_key, f.valid_from, f.created_at,
            COALESCE(1 - (f.embedding_vec <=> w.vec), 0.0) AS similarity
     FROM unnest(CAST(:agents AS text[]), CAST(:keys AS text[]), CAST(:vecs AS vector[]),
                 CAST(:attributes AS text[])) WITH ORDINALITY AS w(agent, entity_key, vec, attribute, ord)
@@ -370,7 +372,8 @@ def closest_active_facts(
     if vector is None:
         rows = session.execute(
             sql(
-                "SELECT id, entity_key, fact_text, attribute_key, valid_from, 0.0 AS similarity FROM memory_facts "
+                "SELECT id, entity_key, fact_text, attribute_key, valid_from, created_at, 0.0 AS similarity "
+                "FROM memory_facts "
                 "WHERE agent_id = :agent AND entity_key = :key AND valid_to IS NULL "
                 "ORDER BY valid_from DESC LIMIT :limit"
             ),
@@ -389,7 +392,7 @@ def closest_active_facts(
                     WHERE agent_id = :agent AND entity_key = :key AND valid_to IS NULL
                       AND CAST(:attribute AS varchar) IS NOT NULL AND attribute_key = CAST(:attribute AS varchar)
                 )
-                SELECT f.id, f.entity_key, f.fact_text, f.attribute_key, f.valid_from,
+                SELECT f.id, f.entity_key, f.fact_text, f.attribute_key, f.valid_from, f.created_at,
                        COALESCE(1 - (f.embedding_vec <=> CAST(:vec AS vector)), 0.0) AS similarity
                 FROM memory_facts f
                 WHERE f.id IN (SELECT id FROM nearest UNION SELECT id FROM same_slot)
@@ -408,4 +411,19 @@ def closest_active_facts(
 
 
 def _fact_row(row: Any) -> FactRow:
-    return FactRow(str(row.id), row.entity_key, row.fact_text, row.attribute_key, row.valid_from, float(row.similarity))
+    return FactRow(
+        str(row.id),
+        row.entity_key,
+        row.fact_text,
+        row.attribute_key,
+        row.valid_from,
+        float(row.similarity),
+        getattr(row, "created_at", None),
+    )
+
+
+def database_now(session: Session) -> datetime:
+    """The database's clock now (``clock_timestamp()``: not the transaction's start)."""
+    value = session.execute(sql("SELECT clock_timestamp()")).scalar_one()
+    assert isinstance(value, datetime)
+    return value

@@ -209,6 +209,9 @@ class ExtractStageOutput(_Stored):
     # Set when the extraction came from a call shared by several messages: the batch's id,
     # this message's number in it (from 1) and the batch's size, for tracing.
     batch: dict[str, Any] | None = None
+    # The database's clock once informed extraction had read what memory knows: facts written
+    # after it (another message of the agent applied meanwhile) are facts it could not see.
+    known_as_of: datetime | None = None
 
 
 ResolutionMethod = Literal[

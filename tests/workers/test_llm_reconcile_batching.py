@@ -94,6 +94,10 @@ class ReconcilingModel:
     calls: Counter[str] = field(default_factory=Counter)
     batch_sizes: list[int] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # message -> an event its extraction's answer waits for (the model is slow on that message).
+    held: dict[str, threading.Event] = field(default_factory=dict)
+    # messages whose extraction call has arrived.
+    asked: set[str] = field(default_factory=set)
 
     def __call__(self, body: dict[str, Any]) -> StubReply:
         messages = body.get("messages") or []
@@ -111,6 +115,13 @@ class ReconcilingModel:
             }
         elif system.startswith("You turn one chat message"):
             kind = "extract"
+            block = _BLOCK.search(user)
+            said = block.group(1).strip() if block else ""
+            with self.lock:
+                self.asked.add(said)
+            hold = self.held.get(said)
+            if hold is not None:
+                assert hold.wait(60), f"never released: {said}"
             answer = self._extraction(user)
             if self.names_replaced:
                 for fact in answer["facts"]:
@@ -383,3 +394,52 @@ def test_informed_extraction_decides_what_it_saw_and_reconciliation_asks_only_ab
         ("Rafael lives in Porto", "location.residence"),
         ("Rafael works at Globex", "work.employer"),
     }
+
+
+def test_facts_written_after_extraction_read_memory_cost_no_reconcile_call(unbatched: ReconcilePath) -> None:
+    # A message whose extraction read memory before another message of the agent was applied
+    # could not be shown that message's facts. They are no reason for a reconcile call: upsert
+    # re-checks them (repeats, single-valued slots, retraction pairs) as it does a chunk's
+    # earlier messages, and memory ends as the call would have left it.
+    model = unbatched.model
+    model.names_replaced = True
+    path = unbatched.path
+    release = threading.Event()
+    model.held["I moved to Porto"] = release
+    start = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
+
+    def post(message: str, minutes: int) -> str:
+        response = path.client.post(
+            f"/v1/agents/{path.agent_id}/messages",
+            json={
+                "message": message,
+                "speaker_name": "Rafael",
+                "occurred_at": (start + timedelta(minutes=minutes)).isoformat(),
+                "session_id": "s1",
+            },
+        )
+        assert response.status_code == 202, response.text
+        return str(response.json()["event_id"])
+
+    later = post("I moved to Porto", 10)
+    deadline = datetime.now(UTC) + timedelta(seconds=60)
+    while "I moved to Porto" not in model.asked:  # its extraction has read memory (nothing yet)
+        assert datetime.now(UTC) < deadline
+        threading.Event().wait(0.05)
+    earlier = post("I live in Lisbon", 0)
+    assert path.wait([earlier]) == {earlier: "done"}
+    release.set()
+    assert path.wait([later]) == {later: "done"}
+
+    assert model.calls["extract"] == 2
+    assert model.calls["reconcile"] == 0
+    assert unbatched.active_facts() == {("Rafael lives in Porto", "location.residence")}
+    assert ("Rafael lives in Lisbon", "Rafael lives in Porto") in unbatched.superseded()
+    trace = path.memory.rows(
+        "SELECT output->'trace'->0->'data'->>'decided_by_extraction' AS decided, "
+        "output->'decisions'->0->>'reason' AS reason FROM pipeline_stage_outputs "
+        "WHERE stage = 'reconcile' AND event_id = CAST(:id AS uuid)",
+        id=later,
+    )
+    assert trace[0]["decided"] == "1"
+    assert "written before it" in trace[0]["reason"]

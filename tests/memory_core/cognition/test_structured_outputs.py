@@ -101,6 +101,43 @@ def test_strict_schemas_close_every_object_require_every_property_and_drop_defau
     assert asked["json_schema"]["strict"] is True
 
 
+class Move(BaseModel):
+    """Two places (one definition used twice) and an optional note."""
+
+    origin: Pet
+    destination: Pet
+    note: str | None = None
+
+
+class Chain(BaseModel):
+    """A recursive model: its definition must keep its name."""
+
+    label: str
+    next: Chain | None = None
+
+
+def test_strict_schemas_are_written_short_and_mean_the_same() -> None:
+    # Every call pays for the schema's characters: a definition used once is written in place,
+    # a nullable field as a type list; shared and recursive definitions stay in $defs.
+    household = strict_json_schema(Household)
+    assert household is not None
+    assert "$defs" not in household
+    pet = household["properties"]["pets"]["items"]
+    assert pet["properties"]["age"] == {"type": ["integer", "null"]}
+    assert set(pet["required"]) == {"name", "species", "age"}
+    move = strict_json_schema(Move)
+    assert move is not None
+    assert set(move["$defs"]) == {"Pet"}
+    assert move["properties"]["origin"] == move["properties"]["destination"] == {"$ref": "#/$defs/Pet"}
+    assert move["properties"]["note"] == {"type": ["string", "null"]}
+    chain = strict_json_schema(Chain)
+    assert chain is not None
+    assert "Chain" in chain["$defs"]
+    assert strict_mode_violations(chain) == []
+    for schema in (household, move, chain):
+        assert strict_mode_violations(schema) == []
+
+
 def test_the_schema_is_sent_and_a_refusal_falls_back_to_json_mode_once(stub: OpenAIStub) -> None:
     provider = OpenAIChatProvider(api_key="sk-test", model="gpt-stub", base_url=stub.base_url, timeout_s=5)
     skill = household_skill(provider)
