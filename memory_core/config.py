@@ -296,6 +296,14 @@ class MemoryConfig(BaseModel):
             "names someone; name ours."
         ),
     )
+    event_neighbour_share: Ratio = Field(
+        0.0,
+        description=(
+            "A message's relevance is joined (probabilistic OR) by this share of the better of its neighbours' "
+            "(the messages just before and after it in its session): the turn that answers often says 'they' or "
+            "'it' where the turn beside it names the subject; 0 scores each message alone; name ours."
+        ),
+    )
     event_reply_max_gap_s: int = Field(
         21_600,
         ge=0,

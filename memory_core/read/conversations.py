@@ -167,10 +167,10 @@ related AS (
            (1 - (1 - LEAST(similarity, 1.0)) * (1 - :keyword_blend * keyword)) * anchor_factor AS own_relevance
     FROM anchored
 ),
-candidates AS (
+{neighbours}candidates AS (
     SELECT id, text, speaker, session_id, occurred_at, seq, message_id, importance, similarity, keyword,
            supported, relevance, own_relevance
-    FROM related
+    FROM {ranked_from}
     WHERE relevance >= :min_relevance
     ORDER BY relevance DESC, occurred_at DESC, id
     LIMIT :candidates
@@ -179,6 +179,22 @@ SELECT c.id, c.text, c.speaker, c.occurred_at, c.message_id, c.importance, c.sim
        c.supported, c.relevance, c.own_relevance{reply_columns}
 FROM candidates c{reply_join}
 ORDER BY c.relevance DESC, c.occurred_at DESC, c.id
+"""
+
+# A message's relevance lifted by its neighbours' (the messages just before and after it in its
+# session, in listing order): the turn that answers often says "they" or "it" where the turn
+# beside it names what the query asks about.
+_NEIGHBOURS_CTE = """
+near AS (
+    SELECT id, text, speaker, session_id, occurred_at, seq, message_id, importance, similarity, keyword,
+           supported, own_relevance, relevance AS alone,
+           GREATEST(COALESCE(lag(relevance) OVER turns, 0.0), COALESCE(lead(relevance) OVER turns, 0.0)) AS beside
+    FROM related
+    WINDOW turns AS (PARTITION BY session_id ORDER BY occurred_at, seq NULLS FIRST, id)
+),
+neighboured AS (
+    SELECT *, 1 - (1 - alone) * (1 - :neighbour_share * beside) AS relevance FROM near
+),
 """
 
 # The message after each candidate in its session, in listing order (occurred_at, seq NULLS FIRST,
@@ -235,6 +251,7 @@ def relevant_conversations(
         "candidates": config.topk_events * EVENT_CANDIDATE_FACTOR,
         "support_ids": list((support or {}).keys()),
         "support_relevance": [float(value) for value in (support or {}).values()],
+        "neighbour_share": config.event_neighbour_share,
     }
     session_sql = ""
     if session_id is not None:
@@ -255,6 +272,8 @@ def relevant_conversations(
         window=window_sql,
         reply_columns=_REPLY_COLUMNS if replies else "",
         reply_join=_REPLY_JOIN.format(reply_window=reply_window_sql) if replies else "",
+        neighbours=_NEIGHBOURS_CTE.lstrip() if config.event_neighbour_share > 0 else "",
+        ranked_from="neighboured" if config.event_neighbour_share > 0 else "related",
     )
     rows = fetch_all(session, sql, params)
     if message_relevance is not None:

@@ -1,0 +1,42 @@
+"""Relevant conversations lifted by their neighbours (``event_neighbour_share``): the turn beside a match."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from memory_core.config import apply_overrides
+from memory_core.read.context import ReadContext
+from memory_core.read.conversations import relevant_conversations
+from tests.memory_core.read.conftest import NOW, MemoryBuilder
+
+FIRST = datetime(2023, 5, 8, 13, 0, tzinfo=UTC)
+
+SUBJECT = "How was the lighthouse restoration weekend with the kids?"
+ANSWER = "They adored it, we stayed until sunset."
+
+
+def _neighbour_search(read_ctx: ReadContext, agent_id: str, share: float) -> dict[str, float]:
+    config = apply_overrides(
+        read_ctx.base_config,
+        {"topk_events": 10, "event_reply_context": False, "min_similarity": 0.0, "event_neighbour_share": share},
+    ).config
+    vector = read_ctx.embedder.embed_one("lighthouse restoration weekend")
+    assert vector is not None
+    with read_ctx.sessions() as session:
+        events = relevant_conversations(session, agent_id, vector, ["lighthouse", "restoration"], config, now=NOW)
+    return {event.event_id: event.score for event in events}
+
+
+def test_the_turn_beside_a_match_is_lifted(read_ctx: ReadContext, memory: MemoryBuilder) -> None:
+    subject = memory.event(SUBJECT, speaker="Caroline", session_id="s1", occurred_at=FIRST)
+    answer = memory.event(ANSWER, speaker="Melanie", session_id="s1", occurred_at=FIRST + timedelta(minutes=1))
+    # The same words said in another session, next in time: no neighbour of the subject's.
+    elsewhere = memory.event(ANSWER, speaker="Melanie", session_id="s2", occurred_at=FIRST + timedelta(minutes=2))
+    alone = _neighbour_search(read_ctx, memory.agent_id, 0.0)
+    lifted = _neighbour_search(read_ctx, memory.agent_id, 0.5)
+    assert lifted[subject] >= alone[subject]
+    assert lifted.get(answer, 0.0) > alone.get(answer, 0.0) + 0.1
+    assert lifted[answer] > lifted.get(elsewhere, 0.0)
+    assert lifted.get(elsewhere, 0.0) == pytest.approx(alone.get(elsewhere, 0.0), abs=1e-6)
