@@ -304,6 +304,15 @@ class MemoryConfig(BaseModel):
             "'it' where the turn beside it names the subject; 0 scores each message alone; name ours."
         ),
     )
+    event_question_share: Ratio = Field(
+        0.0,
+        description=(
+            "A message's relevance is joined (probabilistic OR) by this share of the relevance of the question it "
+            "answers (the previous message of its session, said by someone else, holding a '?'): 'I'm keen on "
+            "counseling' is found by the question 'what jobs are you thinking of?'; 0 scores each message alone; "
+            "name ours."
+        ),
+    )
     event_reply_max_gap_s: int = Field(
         21_600,
         ge=0,

@@ -183,17 +183,24 @@ ORDER BY c.relevance DESC, c.occurred_at DESC, c.id
 
 # A message's relevance lifted by its neighbours' (the messages just before and after it in its
 # session, in listing order): the turn that answers often says "they" or "it" where the turn
-# beside it names what the query asks about.
+# beside it names what the query asks about. ``asked``: the own relevance of the question the
+# message answers (the previous turn, by someone else, with a question mark); it lifts the
+# message's own relevance too, so the facts said in the answer rise with it (message_signal).
 _NEIGHBOURS_CTE = """
 near AS (
     SELECT id, text, speaker, session_id, occurred_at, seq, message_id, importance, similarity, keyword,
-           supported, own_relevance, relevance AS alone,
-           GREATEST(COALESCE(lag(relevance) OVER turns, 0.0), COALESCE(lead(relevance) OVER turns, 0.0)) AS beside
+           supported, own_relevance AS own_alone, relevance AS alone,
+           GREATEST(COALESCE(lag(relevance) OVER turns, 0.0), COALESCE(lead(relevance) OVER turns, 0.0)) AS beside,
+           CASE WHEN lag(speaker) OVER turns IS DISTINCT FROM speaker AND strpos(lag(text) OVER turns, '?') > 0
+                THEN lag(own_relevance) OVER turns ELSE 0.0 END AS asked
     FROM related
     WINDOW turns AS (PARTITION BY session_id ORDER BY occurred_at, seq NULLS FIRST, id)
 ),
 neighboured AS (
-    SELECT *, 1 - (1 - alone) * (1 - :neighbour_share * beside) AS relevance FROM near
+    SELECT *,
+           1 - (1 - alone) * (1 - :neighbour_share * beside) * (1 - :question_share * asked) AS relevance,
+           1 - (1 - own_alone) * (1 - :question_share * asked) AS own_relevance
+    FROM near
 ),
 """
 
@@ -252,6 +259,7 @@ def relevant_conversations(
         "support_ids": list((support or {}).keys()),
         "support_relevance": [float(value) for value in (support or {}).values()],
         "neighbour_share": config.event_neighbour_share,
+        "question_share": config.event_question_share,
     }
     session_sql = ""
     if session_id is not None:
@@ -263,6 +271,7 @@ def relevant_conversations(
         reply_window_sql = "AND n.occurred_at <= :as_of_end"
         params["as_of_end"] = window.end
     replies = config.event_reply_context
+    lifted = config.event_neighbour_share > 0 or config.event_question_share > 0
     sql = _CONVERSATIONS_SQL.format(
         document=event_search_vector_sql("e.speaker", "e.text"),
         word_query=word_query_sql("w.word"),
@@ -272,8 +281,8 @@ def relevant_conversations(
         window=window_sql,
         reply_columns=_REPLY_COLUMNS if replies else "",
         reply_join=_REPLY_JOIN.format(reply_window=reply_window_sql) if replies else "",
-        neighbours=_NEIGHBOURS_CTE.lstrip() if config.event_neighbour_share > 0 else "",
-        ranked_from="neighboured" if config.event_neighbour_share > 0 else "related",
+        neighbours=_NEIGHBOURS_CTE.lstrip() if lifted else "",
+        ranked_from="neighboured" if lifted else "related",
     )
     rows = fetch_all(session, sql, params)
     if message_relevance is not None:

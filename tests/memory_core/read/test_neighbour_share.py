@@ -40,3 +40,60 @@ def test_the_turn_beside_a_match_is_lifted(read_ctx: ReadContext, memory: Memory
     assert lifted.get(answer, 0.0) > alone.get(answer, 0.0) + 0.1
     assert lifted[answer] > lifted.get(elsewhere, 0.0)
     assert lifted.get(elsewhere, 0.0) == pytest.approx(alone.get(elsewhere, 0.0), abs=1e-6)
+
+
+def _question_search(read_ctx: ReadContext, agent_id: str, share: float) -> dict[str, float]:
+    config = apply_overrides(
+        read_ctx.base_config,
+        {"topk_events": 10, "event_reply_context": False, "min_similarity": 0.0, "event_question_share": share},
+    ).config
+    vector = read_ctx.embedder.embed_one("lighthouse restoration volunteering")
+    assert vector is not None
+    with read_ctx.sessions() as session:
+        events = relevant_conversations(session, agent_id, vector, ["lighthouse", "restoration"], config, now=NOW)
+    return {event.event_id: event.score for event in events}
+
+
+def test_the_answer_to_a_matching_question_is_lifted_and_a_reaction_to_a_statement_is_not(
+    read_ctx: ReadContext, memory: MemoryBuilder
+) -> None:
+    at = FIRST
+    question = memory.event(
+        "Which lighthouse restoration are you volunteering for?", speaker="Caroline", session_id="s1", occurred_at=at
+    )
+    answer = memory.event(
+        "The one near the harbour, every Saturday morning.",
+        speaker="Melanie",
+        session_id="s1",
+        occurred_at=at + timedelta(minutes=1),
+    )
+    statement = memory.event(
+        "I volunteer for the lighthouse restoration now.",
+        speaker="Caroline",
+        session_id="s2",
+        occurred_at=at + timedelta(days=1),
+    )
+    reaction = memory.event(
+        "The one near the harbour, every Saturday morning.",
+        speaker="Melanie",
+        session_id="s2",
+        occurred_at=at + timedelta(days=1, minutes=1),
+    )
+    follow_up = memory.event(
+        "Which lighthouse restoration are you volunteering for?", speaker="Caroline", session_id="s3", occurred_at=at
+    )
+    same_speaker = memory.event(
+        "The one near the harbour, every Saturday morning.",
+        speaker="Caroline",
+        session_id="s3",
+        occurred_at=at + timedelta(minutes=1),
+    )
+    alone = _question_search(read_ctx, memory.agent_id, 0.0)
+    lifted = _question_search(read_ctx, memory.agent_id, 0.5)
+    assert lifted[question] == pytest.approx(alone[question], abs=1e-6)
+    assert lifted[statement] == pytest.approx(alone[statement], abs=1e-6)
+    assert lifted.get(answer, 0.0) > alone.get(answer, 0.0) + 0.1
+    # Not a question, or the speaker's own next turn: nothing answered, nothing lifted.
+    assert lifted.get(reaction, 0.0) == pytest.approx(alone.get(reaction, 0.0), abs=1e-6)
+    assert lifted.get(same_speaker, 0.0) == pytest.approx(alone.get(same_speaker, 0.0), abs=1e-6)
+    assert follow_up in lifted
