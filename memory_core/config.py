@@ -305,7 +305,7 @@ class MemoryConfig(BaseModel):
         ),
     )
     event_question_share: Ratio = Field(
-        0.0,
+        0.5,
         description=(
             "A message's relevance is joined (probabilistic OR) by this share of the relevance of the question it "
             "answers (the previous message of its session, said by someone else, holding a '?'): 'I'm keen on "

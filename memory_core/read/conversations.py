@@ -373,18 +373,29 @@ def _with_replies(
     """The chosen events and their replies, best ``topk`` by score, each reply right after its parent.
 
     A reply scores :func:`reply_factor` x its parent's (or its own score as a candidate, if
-    better), so it always ranks below its parent and is never kept without it. A reply already
-    chosen on its own, or already brought by another parent, is not added twice.
+    better), so it always ranks below its parent and is never kept without it. A reply chosen on
+    its own below its parent is listed as its reply; one chosen above it, or already brought by
+    another parent, is not added twice.
     """
     taken = {str(row.id) for _, row in chosen}
+    chosen_at = {str(row.id): position for position, (_, row) in enumerate(chosen)}
+    # Replies chosen on their own too (an answer lifted by its question, event_question_share),
+    # listed under their parent as the reply they are rather than apart from it.
+    attached: set[str] = set()
     # (score, order, event): order breaks ties so a parent precedes its reply and earlier parents win.
     ranked: list[tuple[float, int, RetrievedEvent]] = []
     for position, (score, row) in enumerate(chosen):
+        if str(row.id) in attached:
+            continue
         parent = _event(row.id, row, score, limit)
         ranked.append((score, 2 * position, parent))
         reply_id = _reply_of(row, max_gap_s)
-        if reply_id is None or reply_id in taken:
+        if reply_id is None:
             continue
+        if reply_id in taken:
+            if chosen_at.get(reply_id, -1) <= position or reply_id in attached:
+                continue  # brought by another parent, or listed before this one
+            attached.add(reply_id)
         taken.add(reply_id)
         reply_score = max(score * reply_factor(str(row.text)), min(own_scores.get(reply_id, 0.0), score))
         reply = _event(reply_id, row, reply_score, limit, prefix="reply_", reply_to=parent.event_id)

@@ -60,7 +60,7 @@ SEED_DEFAULTS: list[tuple[str, Any]] = [
     ("event_reply_max_gap_s", 21_600),
     ("event_query_unnamed_share", 1.0),
     ("event_neighbour_share", 0.0),
-    ("event_question_share", 0.0),
+    ("event_question_share", 0.5),
     # Reranker
     ("enable_reranker", True),
     ("reranker_timeout_sec", 5.0),

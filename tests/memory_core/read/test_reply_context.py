@@ -40,13 +40,15 @@ def _search(
 ) -> list[RetrievedEvent]:
     vector = read_ctx.embedder.embed_one(query)
     assert vector is not None
+    # The reply mechanism alone: the answer to a matched question is not also lifted on its own.
+    alone = apply_overrides(config or read_ctx.base_config, {"event_question_share": 0.0}).config
     with read_ctx.sessions() as session:
         return relevant_conversations(
             session,
             agent_id,
             vector,
             [],
-            config or read_ctx.base_config,
+            alone,
             now=NOW,
             session_id=session_id,
             window=window,
@@ -157,12 +159,22 @@ def test_another_agents_messages_are_never_the_reply(read_ctx: ReadContext, memo
     assert all(event.event_id not in {question, answer} for event in _search(read_ctx, other.agent_id))
 
 
-def test_a_reply_already_chosen_is_not_listed_twice(read_ctx: ReadContext, memory: MemoryBuilder) -> None:
+def test_a_reply_already_chosen_is_listed_once_under_its_parent(read_ctx: ReadContext, memory: MemoryBuilder) -> None:
     question, answer = _turns(
         memory, [("Melanie", QUESTION), ("Caroline", "The lighthouse restoration research was about Ohio.")]
     )
     events = _search(read_ctx, memory.agent_id)
-    assert sorted(_ids(events)) == sorted([(question, None), (answer, None)])
+    assert _ids(events) == [(question, None), (answer, question)]
+    assert events[1].score <= events[0].score
+
+
+def test_a_reply_chosen_above_its_parent_stays_apart(read_ctx: ReadContext, memory: MemoryBuilder) -> None:
+    _opener, answer = _turns(
+        memory, [("Melanie", "Any news on that project?"), ("Caroline", "The lighthouse restoration research is done.")]
+    )
+    events = _search(read_ctx, memory.agent_id)
+    assert _ids(events)[0] == (answer, None)
+    assert [event_id for event_id, _ in _ids(events)].count(answer) == 1
 
 
 def test_replies_compete_for_topk_and_the_weakest_give_way(read_ctx: ReadContext, memory: MemoryBuilder) -> None:
