@@ -17,16 +17,28 @@ SUBJECT = "How was the lighthouse restoration weekend with the kids?"
 ANSWER = "They adored it, we stayed until sunset."
 
 
-def _neighbour_search(read_ctx: ReadContext, agent_id: str, share: float) -> dict[str, float]:
+def _scores(read_ctx: ReadContext, agent_id: str, query: str, **shares: float) -> dict[str, float]:
+    """Each listed message's score for ``query``, with the lifts in ``shares`` and no other (reply context off)."""
     config = apply_overrides(
         read_ctx.base_config,
-        {"topk_events": 10, "event_reply_context": False, "min_similarity": 0.0, "event_neighbour_share": share},
+        {
+            "topk_events": 10,
+            "event_reply_context": False,
+            "min_similarity": 0.0,
+            "event_neighbour_share": 0.0,
+            "event_question_share": 0.0,
+            **shares,
+        },
     ).config
-    vector = read_ctx.embedder.embed_one("lighthouse restoration weekend")
+    vector = read_ctx.embedder.embed_one(query)
     assert vector is not None
     with read_ctx.sessions() as session:
         events = relevant_conversations(session, agent_id, vector, ["lighthouse", "restoration"], config, now=NOW)
     return {event.event_id: event.score for event in events}
+
+
+def _neighbour_search(read_ctx: ReadContext, agent_id: str, share: float) -> dict[str, float]:
+    return _scores(read_ctx, agent_id, "lighthouse restoration weekend", event_neighbour_share=share)
 
 
 def test_the_turn_beside_a_match_is_lifted(read_ctx: ReadContext, memory: MemoryBuilder) -> None:
@@ -43,15 +55,7 @@ def test_the_turn_beside_a_match_is_lifted(read_ctx: ReadContext, memory: Memory
 
 
 def _question_search(read_ctx: ReadContext, agent_id: str, share: float) -> dict[str, float]:
-    config = apply_overrides(
-        read_ctx.base_config,
-        {"topk_events": 10, "event_reply_context": False, "min_similarity": 0.0, "event_question_share": share},
-    ).config
-    vector = read_ctx.embedder.embed_one("lighthouse restoration volunteering")
-    assert vector is not None
-    with read_ctx.sessions() as session:
-        events = relevant_conversations(session, agent_id, vector, ["lighthouse", "restoration"], config, now=NOW)
-    return {event.event_id: event.score for event in events}
+    return _scores(read_ctx, agent_id, "lighthouse restoration volunteering", event_question_share=share)
 
 
 def test_the_answer_to_a_matching_question_is_lifted_and_a_reaction_to_a_statement_is_not(
