@@ -306,6 +306,9 @@ class EmbedderRun:
     retrieve_cpu_ms: float = math.nan
     skipped: str = ""
     what_if: Scores = field(default_factory=Scores)
+    # retrieve() seconds of the diagnosis pass, interleaved per question with the main settings
+    # asked again, so host drift falls on both sides of the latency A/B alike.
+    ab_latencies: dict[str, list[float]] = field(default_factory=lambda: {"main": [], "what-if": []})
     model_only: dict[str, dict[int, list[float]]] = field(default_factory=dict)
 
 
@@ -383,12 +386,16 @@ def evaluate(
     main = scores is None
     target = run.scores if scores is None else scores
     for index, question in enumerate(conversations.questions, start=1):
+        if not main and index % 2:
+            _timed_retrieve(retrieve, rctx, question, OVERRIDES, run.ab_latencies["main"])
         moment = time.perf_counter()
         answer = retrieve(rctx, agent_id=question.agent_id, query=question.text, config_overrides=dict(overrides))
+        (run.latencies if main else run.ab_latencies["what-if"]).append(time.perf_counter() - moment)
         if main:
-            run.latencies.append(time.perf_counter() - moment)
             for warning in answer.warnings:
                 run.warnings[warning[:120]] += 1
+        elif index % 2 == 0:
+            _timed_retrieve(retrieve, rctx, question, OVERRIDES, run.ab_latencies["main"])
         ranked, variants = ranked_ids(answer, event_ids)
         target.add(question, ranked, variants)
         now = time.monotonic()
@@ -398,6 +405,15 @@ def evaluate(
             )
             last = now
     run.questions = len(conversations.questions)
+
+
+def _timed_retrieve(
+    retrieve: Any, rctx: Any, question: Question, overrides: Mapping[str, Any], into: list[float]
+) -> None:
+    """Ask ``question`` with ``overrides`` only for the time it takes (the latency A/B's other side)."""
+    moment = time.perf_counter()
+    retrieve(rctx, agent_id=question.agent_id, query=question.text, config_overrides=dict(overrides))
+    into.append(time.perf_counter() - moment)
 
 
 def _dot(left: Sequence[float], right: Sequence[float]) -> float:
@@ -645,12 +661,26 @@ def embedder_report(
     if run.what_if.recall[5]:
         variants = "; ".join(f"{name} {_triple(values)}" for name, values in run.what_if.variants.items())
         report.notes.append(f"{label}: the same with {what_if_label(what_if)}: {variants}.")
+        rows.append(_latency_ab_row(run, what_if))
     if run.failed:
         report.notes.append(f"{label}: {len(run.failed)} turns failed, e.g. {run.failed[0]}")
     if run.warnings:
         common = "; ".join(f"{count} x {warning}" for warning, count in run.warnings.most_common(2))
         report.notes.append(f"{label}: retrieval warnings: {common}")
     return report
+
+
+def _latency_ab_row(run: EmbedderRun, what_if: Mapping[str, Any]) -> Row:
+    """retrieve() p50 / p95 of the main settings against the diagnosis pass's, asked alternately per question."""
+    main, other = run.ab_latencies["main"], run.ab_latencies["what-if"]
+    ratio = percentile(other, 95) / percentile(main, 95) if main and percentile(main, 95) > 0 else math.nan
+    return Row(
+        run.label,
+        "diagnosis: retrieve() p50 / p95, main settings against the diagnosis pass, alternated per question",
+        f"main {ms(percentile(main, 50))} / {ms(percentile(main, 95))}; "
+        f"{what_if_label(what_if)} {ms(percentile(other, 50))} / {ms(percentile(other, 95))}; "
+        f"p95 ratio {ratio:.2f}",
+    )
 
 
 def _command(argv: Sequence[str]) -> str:
