@@ -52,6 +52,13 @@ SHARED_BUFFERS_ENV = "ARANDU_EMBEDDED_PG_SHARED_BUFFERS"
 WAL_WRITER_SETTINGS = {"wal_writer_delay": "20ms", "wal_writer_flush_after": "128kB"}
 
 
+# Planner statistics follow a bulk load within seconds: autovacuum looks at each database every
+# minute by default, and a retrieve planned on statistics taken before an import (the agents it
+# created unknown to them) cost the server about three times its CPU until then
+# (docs/performance.md, "CPU per retrieve"). Its round over a database costs a few milliseconds.
+AUTOVACUUM_SETTINGS = {"autovacuum_naptime": "10s"}
+
+
 # Load pg_stat_statements at start, so benchmarks (and operators, with CREATE EXTENSION
 # pg_stat_statements) can read which statements take the server's time; its cost is a hash
 # lookup per statement executed.
@@ -70,6 +77,7 @@ def server_settings() -> dict[str, str]:
     return {
         "shared_buffers": os.environ.get(SHARED_BUFFERS_ENV) or DEFAULT_SHARED_BUFFERS,
         **WAL_WRITER_SETTINGS,
+        **AUTOVACUUM_SETTINGS,
         **PRELOAD_SETTINGS,
     }
 

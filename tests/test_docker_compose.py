@@ -23,7 +23,7 @@ import yaml
 
 from memory_core.config import MemoryConfig
 from memory_core.settings import ENV_PREFIX, Environment, Settings, SettingsError, load_settings
-from ops.embedded import bundled_major_version
+from ops.embedded import AUTOVACUUM_SETTINGS, bundled_major_version
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE_FILE = ROOT / "docker-compose.yml"
@@ -257,6 +257,8 @@ def test_infrastructure_images_and_redis_policy() -> None:
     assert service("postgres")["image"] == f"pgvector/pgvector:pg{bundled_major_version()}"
     assert "pgdata:/var/lib/postgresql" in service("postgres")["volumes"]
     assert "shared_preload_libraries=pg_stat_statements" in argv(service("postgres")["command"])
+    # Statistics follow an import within seconds, as on the embedded server (ops.embedded).
+    assert f"autovacuum_naptime={AUTOVACUUM_SETTINGS['autovacuum_naptime']}" in argv(service("postgres")["command"])
     # A large agent's parallel index build reserves up to 1GB of /dev/shm; Docker's default is 64MB.
     assert service("postgres")["shm_size"] == "${POSTGRES_SHM_SIZE:-1g}"
     assert service("redis")["image"] == "redis:7"

@@ -114,14 +114,22 @@ REPLY_TO_STATEMENT_FACTOR = 0.85
 # ``doc``: the message's search document, stored when it was written (migration 0014), or built
 # here for a message older than that migration. ``words``: each query word as a tsquery of its
 # stems; a word a configuration drops as a stop word, or with the stems of an earlier one, is left out.
+# ``similarity`` is computed once per message, in ``recent`` (materialised), after its LIMIT: most
+# messages' embeddings are stored out of line (TOAST; a row is over 2 kB with it), and the later
+# expressions that use it, inlined, fetched it several times per message (docs/performance.md,
+# "CPU per retrieve").
 _CONVERSATIONS_SQL = """
 WITH recent AS (
-    SELECT e.id, e.text, e.speaker, e.session_id, e.occurred_at, e.seq, e.message_id, e.importance,
-           e.embedding_vec, COALESCE(e.search_vector, {document}) AS doc
-    FROM memory_events e
-    WHERE e.agent_id = :agent AND e.embedding_vec IS NOT NULL {session} {window}
-    ORDER BY e.occurred_at DESC, e.seq DESC NULLS LAST, e.id DESC
-    LIMIT :scan
+    SELECT l.id, l.text, l.speaker, l.session_id, l.occurred_at, l.seq, l.message_id, l.importance, l.doc,
+           GREATEST(0.0, 1 - (l.embedding_vec <=> CAST(:vec AS vector))) AS similarity
+    FROM (
+        SELECT e.id, e.text, e.speaker, e.session_id, e.occurred_at, e.seq, e.message_id, e.importance,
+               e.embedding_vec, COALESCE(e.search_vector, {document}) AS doc
+        FROM memory_events e
+        WHERE e.agent_id = :agent AND e.embedding_vec IS NOT NULL {session} {window}
+        ORDER BY e.occurred_at DESC, e.seq DESC NULLS LAST, e.id DESC
+        LIMIT :scan
+    ) l
 ),
 words AS (
     SELECT DISTINCT ON (CAST(q AS text)) q, ord
@@ -153,7 +161,7 @@ support AS (
 ),
 scored AS (
     SELECT r.id, r.text, r.speaker, r.session_id, r.occurred_at, r.seq, r.message_id, r.importance,
-           GREATEST(0.0, 1 - (r.embedding_vec <=> CAST(:vec AS vector))) AS similarity,
+           r.similarity,
            COALESCE(kw.keyword, 0.0) AS keyword, COALESCE(su.relevance, 0.0) AS supported,
            {in_anchor} AS in_anchor
     FROM recent r LEFT JOIN kw ON kw.id = r.id LEFT JOIN support su ON su.id = r.id

@@ -10,6 +10,7 @@ import pytest
 import redis
 
 from ops.embedded import (
+    AUTOVACUUM_SETTINGS,
     DEFAULT_SHARED_BUFFERS,
     SHARED_BUFFERS_ENV,
     WAL_WRITER_SETTINGS,
@@ -100,6 +101,19 @@ def test_the_wal_writer_flushes_the_pipelines_commits_every_20_ms(tmp_path: Path
         for name, value in WAL_WRITER_SETTINGS.items():
             assert _setting(stack, name) == value
         assert _setting(stack, "wal_writer_delay") == "20ms"
+    finally:
+        stack.stop()
+
+
+def test_autovacuum_looks_at_each_database_every_10_seconds(tmp_path: Path) -> None:
+    # Retrieves planned on statistics older than an import cost the server ~3x their CPU: they
+    # must follow the load within seconds, not within autovacuum's default minute.
+    stack = EmbeddedStack(tmp_path)
+    stack.start()
+    try:
+        assert AUTOVACUUM_SETTINGS == {"autovacuum_naptime": "10s"}
+        assert _setting(stack, "autovacuum_naptime") == "10s"
+        assert _setting(stack, "autovacuum") == "on"
     finally:
         stack.stop()
 
