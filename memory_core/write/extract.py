@@ -26,7 +26,6 @@ from memory_core.cognition.models import (
 )
 from memory_core.config import MemoryConfig
 from memory_core.write import repository
-from memory_core.write.attribute_keys import is_single_valued
 from memory_core.write.context import WriteContext
 from memory_core.write.directives import detect_offline, plan_directives
 from memory_core.write.naming import fold
@@ -71,12 +70,15 @@ def known_entities_for(
     """Alias lookup (no LLM) then pre-retrieval: each known entity's profile and facts (the speaker's too).
 
     The context budget (``informed_extraction_context_budget_tokens``) is shared by the
-    entities found, in the order they appear in the message (the speaker first). An entity with
-    no profile shows its ``informed_extraction_topk`` closest facts; one with a profile shows the
-    profile, then the facts a new fact of this message could change: the closer half of those and
-    any of them holding a single-valued slot (city, employer, partner...). Facts are numbered in the prompt, so
-    extraction says which one a new fact replaces. ``lookup`` answers the alias and entity lookups
-    when the chunk read them already (:func:`chunk_known_aliases`).
+    entities found, in the order they appear in the message (the speaker first). Each shows its
+    profile (at most half its share), then its ``informed_extraction_topk`` facts closest to the
+    message, as many as its share holds. Facts are numbered in the prompt, so extraction says
+    which one a new fact replaces; none is left out because the profile tells it: a new fact is
+    compared with its entity's facts by its own vector, not the message's, so a fact far from the
+    message ("Liam loves pizza" for "I could eat lasagna every day") is as often a candidate of
+    reconciliation ("Liam loves lasagna"), and one extraction was not shown costs a reconcile
+    call. ``lookup`` answers the alias and entity lookups when the chunk read them already
+    (:func:`chunk_known_aliases`).
     """
     grams = lookup_grams(message, speaker)
     if lookup is not None:
@@ -115,9 +117,7 @@ def known_entities_for(
         closest = repository.closest_active_facts(
             session, agent_id, key, message_vector, limit=config.informed_extraction_topk
         )
-        for rank, fact in enumerate(closest):
-            if row.profile_text and rank >= len(closest) // 2 and not is_single_valued(fact.attribute_key):
-                continue  # the profile tells it already, and it is among the farthest from this message
+        for fact in closest:
             if used + len(fact.text) > per_entity:
                 break
             used += len(fact.text)

@@ -53,6 +53,12 @@ SCRIPT: dict[str, tuple[str, str | None]] = {
     "I moved to Coimbra": ("Rafael lives in Coimbra", "location.residence"),
     "Then I moved to Faro": ("Rafael lives in Faro", "location.residence"),
 }
+# Facts in no single-valued slot, for the speaker's profile (apart from the chunks below).
+TASTES: dict[str, tuple[str, str | None]] = {
+    "I love pizza": ("Rafael loves pizza", None),
+    "I go to the opera with my sister": ("Rafael goes to the opera with his sister", None),
+    "Honestly I could eat lasagna every single day": ("Rafael loves lasagna", None),
+}
 FIRST = list(SCRIPT)[:8]
 SECOND = list(SCRIPT)[8:16]
 THIRD = list(SCRIPT)[16:]
@@ -60,6 +66,7 @@ THIRD = list(SCRIPT)[16:]
 _BLOCK = re.compile(r"<message>\n(.*?)\n</message>", re.DOTALL)
 _FACT_SECTION = re.compile(r"^### Fact (\d+)$", re.MULTILINE)
 _KNOWN_FACT = re.compile(r"^  #(\d+) .*? \(([\w.]+)\)$", re.MULTILINE)
+_KNOWN_TEXT = re.compile(r"^  #\d+ (.*?)( \([\w.]+\))?$", re.MULTILINE)
 _NEW = re.compile(r"^NEW fact \(since [^)]*\): (?P<text>.+?)(?: \[(?P<key>[\w.]+)\])?$", re.MULTILINE)
 _EXISTING = re.compile(
     r"^- id (?P<id>\S+) \| since [^|]+ \| similarity [\d.]+ \| (?P<text>.+?)(?: \[(?P<key>[\w.]+)\])?$", re.MULTILINE
@@ -89,6 +96,8 @@ class ReconcilingModel:
     bad_target: set[str] = field(default_factory=set)
     # Answer extraction as a strict-mode model does: each fact says which numbered known fact it replaces.
     names_replaced: bool = False
+    # Write the speaker's profile as extraction does: the facts it was shown and the new ones.
+    profiles: bool = False
     # The first batched decision call answers this way instead (not JSON, a rate limit...).
     first_batch_reply: StubReply | None = None
     calls: Counter[str] = field(default_factory=Counter)
@@ -123,6 +132,10 @@ class ReconcilingModel:
             if hold is not None:
                 assert hold.wait(60), f"never released: {said}"
             answer = self._extraction(user)
+            if self.profiles:
+                known = [text for text, _ in _KNOWN_TEXT.findall(user)]
+                sentences = [*known, *(fact["text"] for fact in answer["facts"])]
+                answer["updated_profiles"] = {"Rafael": " ".join(f"{sentence}." for sentence in sentences)}
             if self.names_replaced:
                 for fact in answer["facts"]:
                     del fact["action"]
@@ -159,7 +172,8 @@ class ReconcilingModel:
     def _extraction(user: str) -> dict[str, Any]:
         block = _BLOCK.search(user)
         assert block, user
-        fact, key = SCRIPT[block.group(1).strip()]
+        said = block.group(1).strip()
+        fact, key = SCRIPT[said] if said in SCRIPT else TASTES[said]
         return {
             "entities": [{"name": "Rafael", "type": "person"}],
             "facts": [{"subject": "Rafael", "text": fact, "attribute_key": key, "action": "NEW"}],
@@ -443,3 +457,39 @@ def test_facts_written_after_extraction_read_memory_cost_no_reconcile_call(unbat
     )
     assert trace[0]["decided"] == "1"
     assert "written before it" in trace[0]["reason"]
+
+
+def test_a_known_fact_far_from_the_message_is_shown_beside_the_profile_and_costs_no_reconcile_call(
+    unbatched: ReconcilePath,
+) -> None:
+    # The paced benchmark's last reconcile calls: the speaker had a profile, and extraction was
+    # shown only the facts closest to the message ("I could eat lasagna every day"), not one close
+    # to the fact it states ("Rafael loves pizza" for "Rafael loves lasagna"). Reconciliation
+    # compares facts with facts, so that one was a candidate extraction had not judged.
+    model = unbatched.model
+    model.names_replaced = True
+    model.profiles = True
+    unbatched.send(["I love pizza"])
+    unbatched.send(["I go to the opera with my sister"])
+    profile = unbatched.path.memory.rows(
+        "SELECT profile_text FROM memory_entities WHERE agent_id = :a AND canonical_key = 'person:rafael'",
+        a=unbatched.path.agent_id,
+    )
+    assert "Rafael loves pizza." in profile[0]["profile_text"]
+    assert model.calls["reconcile"] == 0
+
+    unbatched.send(["Honestly I could eat lasagna every single day"])
+    assert model.calls["extract"] == 3
+    assert model.calls["reconcile"] == 0
+    assert unbatched.active_facts() == {
+        ("Rafael loves pizza", None),
+        ("Rafael goes to the opera with his sister", None),
+        ("Rafael loves lasagna", None),
+    }
+    decisions = unbatched.path.memory.rows(
+        "SELECT o.output->'decisions'->0->>'reason' AS reason FROM pipeline_stage_outputs o "
+        "JOIN memory_events e ON e.id = o.event_id WHERE o.stage = 'reconcile' AND e.agent_id = :a "
+        "AND e.text LIKE 'Honestly%'",
+        a=unbatched.path.agent_id,
+    )
+    assert decisions[0]["reason"].startswith("decided by informed extraction")
