@@ -192,8 +192,10 @@ class PreparedExtraction:
     message: str = ""
     # Offline: the directives the rule twin found (an LLM answers them in the extraction call).
     directives: list[ExtractedDirective] | None = None
-    # The database's clock after pre-retrieval (LLM informed extraction only): see ExtractStageOutput.
+    # The database's clock and snapshot after pre-retrieval (LLM informed extraction only): see
+    # ExtractStageOutput.
     known_as_of: datetime | None = None
+    known_snapshot: str | None = None
 
     @property
     def batchable(self) -> bool:
@@ -212,13 +214,14 @@ def prepare_extraction(
     options: dict[str, Any],
     agent_config: dict[str, Any] | None = None,
     known_aliases: repository.KnownAliases | None = None,
-    read_clock: bool = True,
 ) -> PreparedExtraction:
     """Embedding, emotion (offline), pre-retrieval and the skill inputs of one message.
 
     ``agent_config``: the agent's stored config overrides (the run's ``agent_config``).
-    ``read_clock``: read the database's clock after pre-retrieval (``known_as_of``); a chunk
-    preparing its messages together reads it once, after all of them.
+    Informed by an LLM, the database's clock and snapshot are read right after pre-retrieval
+    (``known_as_of``, ``known_snapshot``), in the same session: a chunk's messages each read their
+    own, for a fact committed between one message's read and a reading for the whole chunk would
+    look seen, and cost a reconcile call.
     """
     config = ctx.config_for(options, agent_config)
     trace: list[TraceStep] = []
@@ -255,7 +258,7 @@ def prepare_extraction(
         else []
     )
     # Only an LLM's extraction judges facts against what it was shown (offline rules judge none).
-    known_as_of = repository.database_now(session) if read_clock and informed and cacheable else None
+    read = repository.read_point(session) if informed and cacheable else None
     trace.append(
         TraceStep(
             name="pre_retrieval",
@@ -303,7 +306,8 @@ def prepare_extraction(
         agent_id=agent_id,
         message=message,
         directives=directives,
-        known_as_of=known_as_of,
+        known_as_of=read.at if read is not None else None,
+        known_snapshot=read.snapshot if read is not None else None,
     )
 
 
@@ -464,5 +468,6 @@ def finish_extraction(
         trace=trace,
         batch=batch_info,
         known_as_of=prepared.known_as_of,
+        known_snapshot=prepared.known_snapshot,
     )
     return ExtractionResult(output=output, event_embedding=prepared.event_vector, emotion=emotion)

@@ -13,7 +13,7 @@ import re
 import threading
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -457,6 +457,72 @@ def test_facts_written_after_extraction_read_memory_cost_no_reconcile_call(unbat
     )
     assert trace[0]["decided"] == "1"
     assert "written before it" in trace[0]["reason"]
+
+
+def test_a_fact_committed_after_extraction_read_memory_by_an_older_transaction_costs_no_reconcile_call(
+    unbatched: ReconcilePath,
+) -> None:
+    # The paced benchmark's last reconcile calls: an earlier message's apply transaction had begun
+    # (its rows stamped with that start) before the later message's extraction read memory, and
+    # committed after it, waiting meanwhile for the agent's lock. Extraction could not see its
+    # fact, though it is older than extraction's read by the clock; no reason for a call either.
+    model = unbatched.model
+    model.names_replaced = True
+    path = unbatched.path
+    release = threading.Event()
+    model.held["I moved to Porto"] = release
+    start = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
+
+    def post(message: str, minutes: int) -> str:
+        response = path.client.post(
+            f"/v1/agents/{path.agent_id}/messages",
+            json={
+                "message": message,
+                "speaker_name": "Rafael",
+                "occurred_at": (start + timedelta(minutes=minutes)).isoformat(),
+                "session_id": "s1",
+            },
+        )
+        assert response.status_code == 202, response.text
+        return str(response.json()["event_id"])
+
+    def waiting_for_the_agent_lock() -> int:
+        rows = path.memory.rows("SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
+        return int(rows[0]["n"])
+
+    def until(done: Callable[[], bool]) -> None:
+        deadline = datetime.now(UTC) + timedelta(seconds=60)
+        while not done():
+            assert datetime.now(UTC) < deadline
+            threading.Event().wait(0.05)
+
+    # Another writer of the agent (as another chunk's apply transaction) holds its lock.
+    with path.memory.engine.connect() as holder:
+        holder.execute(
+            text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"), {"key": f"arandu:{path.agent_id}"}
+        )
+        earlier = post("I live in Lisbon", 0)
+        until(lambda: waiting_for_the_agent_lock() == 1)  # its apply transaction has begun, and waits
+        later = post("I moved to Porto", 10)
+        until(lambda: "I moved to Porto" in model.asked)  # its extraction has read memory (nothing yet)
+        holder.commit()  # Lisbon is applied and committed now, after the read
+    assert path.wait([earlier]) == {earlier: "done"}
+    release.set()
+    assert path.wait([later]) == {later: "done"}
+
+    # The scenario: by the clock, the Lisbon fact is older than the Porto extraction's read.
+    stamps = path.memory.rows(
+        "SELECT f.created_at, (o.output->>'known_as_of')::timestamptz AS known_as_of FROM memory_facts f, "
+        "pipeline_stage_outputs o WHERE f.agent_id = :a AND f.fact_text = 'Rafael lives in Lisbon' "
+        "AND o.stage = 'extract' AND o.event_id = CAST(:id AS uuid)",
+        a=path.agent_id,
+        id=later,
+    )
+    assert stamps[0]["created_at"] < stamps[0]["known_as_of"]
+    assert model.calls["extract"] == 2
+    assert model.calls["reconcile"] == 0
+    assert unbatched.active_facts() == {("Rafael lives in Porto", "location.residence")}
+    assert ("Rafael lives in Lisbon", "Rafael lives in Porto") in unbatched.superseded()
 
 
 def test_a_known_fact_far_from_the_message_is_shown_beside_the_profile_and_costs_no_reconcile_call(
