@@ -462,10 +462,10 @@ def test_facts_written_after_extraction_read_memory_cost_no_reconcile_call(unbat
 def test_a_fact_committed_after_extraction_read_memory_by_an_older_transaction_costs_no_reconcile_call(
     unbatched: ReconcilePath,
 ) -> None:
-    # The paced benchmark's last reconcile calls: an earlier message's apply transaction had begun
-    # (its rows stamped with that start) before the later message's extraction read memory, and
-    # committed after it, waiting meanwhile for the agent's lock. Extraction could not see its
-    # fact, though it is older than extraction's read by the clock; no reason for a call either.
+    # An earlier message's apply transaction begins (its rows stamped with that start) before the
+    # later message's extraction reads memory, and commits after it, waiting meanwhile for the
+    # agent's lock (as behind another chunk's apply). Extraction could not see its fact, though
+    # it is older than extraction's read by the clock: no reason for a call either.
     model = unbatched.model
     model.names_replaced = True
     path = unbatched.path
