@@ -26,7 +26,6 @@ from memory_core.cognition.models import (
 )
 from memory_core.config import MemoryConfig
 from memory_core.write import repository
-from memory_core.write.attribute_keys import is_single_valued
 from memory_core.write.context import WriteContext
 from memory_core.write.directives import detect_offline, plan_directives
 from memory_core.write.naming import fold
@@ -71,12 +70,15 @@ def known_entities_for(
     """Alias lookup (no LLM) then pre-retrieval: each known entity's profile and facts (the speaker's too).
 
     The context budget (``informed_extraction_context_budget_tokens``) is shared by the
-    entities found, in the order they appear in the message (the speaker first). An entity with
-    no profile shows its ``informed_extraction_topk`` closest facts; one with a profile shows the
-    profile, then the facts a new fact of this message could change: the closer half of those and
-    any of them holding a single-valued slot (city, employer, partner...). Facts are numbered in the prompt, so
-    extraction says which one a new fact replaces. ``lookup`` answers the alias and entity lookups
-    when the chunk read them already (:func:`chunk_known_aliases`).
+    entities found, in the order they appear in the message (the speaker first). Each shows its
+    profile (at most half its share), then its ``informed_extraction_topk`` facts closest to the
+    message, as many as its share holds. Facts are numbered in the prompt, so extraction says
+    which one a new fact replaces; none is left out because the profile tells it: a new fact is
+    compared with its entity's facts by its own vector, not the message's, so a fact far from the
+    message ("Liam loves pizza" for "I could eat lasagna every day") is as often a candidate of
+    reconciliation ("Liam loves lasagna"), and one extraction was not shown costs a reconcile
+    call. ``lookup`` answers the alias and entity lookups when the chunk read them already
+    (:func:`chunk_known_aliases`).
     """
     grams = lookup_grams(message, speaker)
     if lookup is not None:
@@ -115,9 +117,7 @@ def known_entities_for(
         closest = repository.closest_active_facts(
             session, agent_id, key, message_vector, limit=config.informed_extraction_topk
         )
-        for rank, fact in enumerate(closest):
-            if row.profile_text and rank >= len(closest) // 2 and not is_single_valued(fact.attribute_key):
-                continue  # the profile tells it already, and it is among the farthest from this message
+        for fact in closest:
             if used + len(fact.text) > per_entity:
                 break
             used += len(fact.text)
@@ -192,8 +192,10 @@ class PreparedExtraction:
     message: str = ""
     # Offline: the directives the rule twin found (an LLM answers them in the extraction call).
     directives: list[ExtractedDirective] | None = None
-    # The database's clock after pre-retrieval (LLM informed extraction only): see ExtractStageOutput.
+    # The database's clock and snapshot after pre-retrieval (LLM informed extraction only): see
+    # ExtractStageOutput.
     known_as_of: datetime | None = None
+    known_snapshot: str | None = None
 
     @property
     def batchable(self) -> bool:
@@ -212,13 +214,14 @@ def prepare_extraction(
     options: dict[str, Any],
     agent_config: dict[str, Any] | None = None,
     known_aliases: repository.KnownAliases | None = None,
-    read_clock: bool = True,
 ) -> PreparedExtraction:
     """Embedding, emotion (offline), pre-retrieval and the skill inputs of one message.
 
     ``agent_config``: the agent's stored config overrides (the run's ``agent_config``).
-    ``read_clock``: read the database's clock after pre-retrieval (``known_as_of``); a chunk
-    preparing its messages together reads it once, after all of them.
+    Informed by an LLM, the database's clock and snapshot are read right after pre-retrieval
+    (``known_as_of``, ``known_snapshot``), in the same session: a chunk's messages each read their
+    own, for a fact committed between one message's read and a reading for the whole chunk would
+    look seen, and cost a reconcile call.
     """
     config = ctx.config_for(options, agent_config)
     trace: list[TraceStep] = []
@@ -255,7 +258,7 @@ def prepare_extraction(
         else []
     )
     # Only an LLM's extraction judges facts against what it was shown (offline rules judge none).
-    known_as_of = repository.database_now(session) if read_clock and informed and cacheable else None
+    read = repository.read_point(session) if informed and cacheable else None
     trace.append(
         TraceStep(
             name="pre_retrieval",
@@ -303,7 +306,8 @@ def prepare_extraction(
         agent_id=agent_id,
         message=message,
         directives=directives,
-        known_as_of=known_as_of,
+        known_as_of=read.at if read is not None else None,
+        known_snapshot=read.snapshot if read is not None else None,
     )
 
 
@@ -464,5 +468,6 @@ def finish_extraction(
         trace=trace,
         batch=batch_info,
         known_as_of=prepared.known_as_of,
+        known_snapshot=prepared.known_snapshot,
     )
     return ExtractionResult(output=output, event_embedding=prepared.event_vector, emotion=emotion)

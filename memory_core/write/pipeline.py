@@ -46,7 +46,7 @@ from memory_core.write.reconcile import (
     shown_fact_ids,
 )
 from memory_core.write.reconcile_batching import ReconcileMember, reconcile_in_batches
-from memory_core.write.repository import FactRow, KnownAliases, closest_active_facts_many, database_now
+from memory_core.write.repository import FactRow, KnownAliases, closest_active_facts_many
 from memory_core.write.resolve import resolve_entities, speaker_entity
 from memory_core.write.runs import RunView, StageCompletion, complete_stages, load_runs, relax_durability
 from memory_core.write.schemas import (
@@ -317,6 +317,7 @@ def _compute_reconcile(
         batch_tokens=batch_tokens,
         shown=shown_fact_ids(item.extract.known_entities),
         known_as_of=item.extract.known_as_of,
+        known_snapshot=item.extract.known_snapshot,
     )
     return _Computed(_stage_completion(run, output, started))
 
@@ -369,6 +370,7 @@ def _reconcile_batched(
                 candidates=item.candidates,
                 shown=shown_fact_ids(item.extract.known_entities),
                 known_as_of=item.extract.known_as_of,
+                known_snapshot=item.extract.known_snapshot,
             )
         except Exception:  # noqa: S112 - its own computation raises it again, failing that run alone
             continue
@@ -438,7 +440,6 @@ def _extract_batched(
             options=run.options,
             agent_config=run.agent_config,
             known_aliases=known,
-            read_clock=False,
         )
 
     prepared: dict[uuid.UUID, PreparedExtraction] = {}
@@ -447,13 +448,6 @@ def _extract_batched(
             outcomes[run.event_id] = result
         else:
             prepared[run.event_id] = result
-    if any(item.informed for item in prepared.values()):
-        # One clock reading for the chunk, after every message's pre-retrieval (see known_as_of).
-        as_of = database_now(session)
-        session.close()
-        for item in prepared.values():
-            if item.informed:
-                item.known_as_of = as_of
     key = informed_cache_key(ctx)
     members = [
         BatchMember(run.event_id, run.agent_id, run.session_id, run.arrival_key, prepared[run.event_id])
@@ -900,6 +894,7 @@ def dry_run(
             config=config,
             shown=shown_fact_ids(extraction.output.known_entities),
             known_as_of=extraction.output.known_as_of,
+            known_snapshot=extraction.output.known_snapshot,
         )
     event_id = uuid.uuid4()
     session = ctx.sessions()

@@ -94,12 +94,20 @@ def shown_fact_ids(known: Sequence[KnownEntity]) -> frozenset[str]:
     return frozenset(fact.fact_id for entity in known for fact in entity.facts)
 
 
-def written_since(candidate: repository.FactRow, known_as_of: datetime | None) -> bool:
+def written_since(
+    candidate: repository.FactRow, known_as_of: datetime | None, known_snapshot: str | None = None
+) -> bool:
     """Whether ``candidate`` was written after informed extraction read memory (so it could not be shown).
 
-    Its row's ``created_at`` is its writing transaction's start: later than the read, it was not
-    committed when the read ran.
+    Exactly, when both are known: its writing transaction (``created_xid``) is not visible in the
+    snapshot taken after the read (``known_snapshot``). Otherwise (a row older than migration
+    0023, an extract output stored before snapshots were), by the clock: its ``created_at``, its
+    writing transaction's start, later than the read. The clock misses a transaction begun
+    before the read that committed after it (waiting for the agent's lock, or applying the rest
+    of its chunk), whose facts are then sent to the reconcile skill, as if shown and judged wrong.
     """
+    if known_snapshot is not None and candidate.created_xid is not None:
+        return not repository.visible_in(known_snapshot, candidate.created_xid)
     return known_as_of is not None and candidate.created_at is not None and candidate.created_at > known_as_of
 
 
@@ -108,6 +116,7 @@ def judged_by_extraction(
     relevant: Sequence[repository.FactRow],
     shown: frozenset[str],
     known_as_of: datetime | None = None,
+    known_snapshot: str | None = None,
 ) -> tuple[ReconcileAction, str | None] | None:
     """The decision informed extraction already made for ``fact``, when it saw every fact that matters.
 
@@ -115,7 +124,7 @@ def judged_by_extraction(
     When every candidate worth a decision was among them, that judgement is the decision a
     reconcile call would be asked for: UPDATE of the replaced fact, else ADD (a repeat is still
     caught as a duplicate by upsert). Candidates written after extraction read memory
-    (``known_as_of``: another message of the agent applied meanwhile) are left to upsert's
+    (:func:`written_since`: another message of the agent applied meanwhile) are left to upsert's
     re-check, exactly as a chunk's earlier messages are for its later ones: repeats and
     near-duplicates, single-valued slots and retraction pairs. Otherwise, a retraction (which
     DELETEs rather than replaces), an existing candidate it was not shown, or a replaced fact
@@ -123,7 +132,7 @@ def judged_by_extraction(
     """
     if not fact.judged or not relevant:
         return None
-    ids = {candidate.fact_id for candidate in relevant if not written_since(candidate, known_as_of)}
+    ids = {candidate.fact_id for candidate in relevant if not written_since(candidate, known_as_of, known_snapshot)}
     if not ids <= shown or retracts(fact.text):
         return None
     if fact.replaces_fact_id is None:
@@ -174,6 +183,7 @@ def reconcile_requests(
     candidates: Sequence[Sequence[repository.FactRow]],
     shown: frozenset[str] = frozenset(),
     known_as_of: datetime | None = None,
+    known_snapshot: str | None = None,
 ) -> list[ReconcileRequest]:
     """The skill calls :func:`reconcile_facts` would make for these facts and ``candidates``, same inputs.
 
@@ -186,7 +196,7 @@ def reconcile_requests(
     requests: list[ReconcileRequest] = []
     for index, (fact, found) in enumerate(zip(facts, candidates, strict=True)):
         relevant = _relevant(fact, found, config)
-        if relevant and judged_by_extraction(fact, relevant, shown, known_as_of) is None:
+        if relevant and judged_by_extraction(fact, relevant, shown, known_as_of, known_snapshot) is None:
             entity = entity_for(fact.subject, entities, speaker_key)
             requests.append(
                 ReconcileRequest(index, reconcile_cache_key(index), _skill_input(fact, entity, relevant, occurred_at))
@@ -209,6 +219,7 @@ def reconcile_facts(
     batch_tokens: TokenCount | None = None,
     shown: frozenset[str] = frozenset(),
     known_as_of: datetime | None = None,
+    known_snapshot: str | None = None,
 ) -> ReconcileStageOutput:
     """One decision per fact, in the facts' order.
 
@@ -216,7 +227,8 @@ def reconcile_facts(
     (one statement for a chunk's messages); otherwise each fact's are read here.
     ``batch_tokens``: this message's share of the batched calls that left its decisions in
     ``cache`` (see :mod:`memory_core.write.reconcile_batching`). ``shown``: the known facts
-    informed extraction was shown (:func:`shown_fact_ids`) and ``known_as_of`` when it read them;
+    informed extraction was shown (:func:`shown_fact_ids`), ``known_as_of`` and ``known_snapshot``
+    when it read them;
     a fact it judged against all its candidates costs no call (:func:`judged_by_extraction`).
     """
     started = time.perf_counter()
@@ -261,11 +273,11 @@ def reconcile_facts(
             decision.reason = "fast path: nothing similar"
             decisions.append(decision)
             continue
-        judged = judged_by_extraction(fact, relevant, shown, known_as_of)
+        judged = judged_by_extraction(fact, relevant, shown, known_as_of, known_snapshot)
         if judged is not None:
             decision.action, decision.target_fact_id = judged
             decision.reason = "decided by informed extraction, which saw every candidate"
-            later = [c.fact_id for c in relevant if written_since(c, known_as_of)]
+            later = [c.fact_id for c in relevant if written_since(c, known_as_of, known_snapshot)]
             if later:
                 # Not judged here: upsert compares them with this fact as facts it never saw.
                 decision.candidate_ids = [fact_id for fact_id in decision.candidate_ids if fact_id not in later]

@@ -292,8 +292,10 @@ class FactRow:
     attribute_key: str | None
     valid_from: datetime
     similarity: float
-    # When the row was written (its transaction's start): tells facts written after a read.
+    # When the row was written (its transaction's start), and by which transaction (NULL for
+    # rows older than migration 0023): tell facts written after a read (see ReadPoint).
     created_at: datetime | None = None
+    created_xid: int | None = None
 
 
 @dataclass(frozen=True)
@@ -309,6 +311,7 @@ class ClosestFactsQuery:
 _CLOSEST_MANY = sql(
     """
     SELECT w.ord, f.id, f.entity_key, f.fact_text, f.attribute_key, f.valid_from, f.created_at,
+           f.created_xid,
            COALESCE(1 - (f.embedding_vec <=> w.vec), 0.0) AS similarity
     FROM unnest(CAST(:agents AS text[]), CAST(:keys AS text[]), CAST(:vecs AS vector[]),
                 CAST(:attributes AS text[])) WITH ORDINALITY AS w(agent, entity_key, vec, attribute, ord)
@@ -372,7 +375,8 @@ def closest_active_facts(
     if vector is None:
         rows = session.execute(
             sql(
-                "SELECT id, entity_key, fact_text, attribute_key, valid_from, created_at, 0.0 AS similarity "
+                "SELECT id, entity_key, fact_text, attribute_key, valid_from, created_at, "
+                "created_xid, 0.0 AS similarity "
                 "FROM memory_facts "
                 "WHERE agent_id = :agent AND entity_key = :key AND valid_to IS NULL "
                 "ORDER BY valid_from DESC LIMIT :limit"
@@ -393,6 +397,7 @@ def closest_active_facts(
                       AND CAST(:attribute AS varchar) IS NOT NULL AND attribute_key = CAST(:attribute AS varchar)
                 )
                 SELECT f.id, f.entity_key, f.fact_text, f.attribute_key, f.valid_from, f.created_at,
+                       f.created_xid,
                        COALESCE(1 - (f.embedding_vec <=> CAST(:vec AS vector)), 0.0) AS similarity
                 FROM memory_facts f
                 WHERE f.id IN (SELECT id FROM nearest UNION SELECT id FROM same_slot)
@@ -419,11 +424,40 @@ def _fact_row(row: Any) -> FactRow:
         row.valid_from,
         float(row.similarity),
         getattr(row, "created_at", None),
+        getattr(row, "created_xid", None),
     )
 
 
-def database_now(session: Session) -> datetime:
-    """The database's clock now (``clock_timestamp()``: not the transaction's start)."""
-    value = session.execute(sql("SELECT clock_timestamp()")).scalar_one()
-    assert isinstance(value, datetime)
-    return value
+@dataclass(frozen=True)
+class ReadPoint:
+    """When a read of memory ran: the database's clock and snapshot just after it (:func:`read_point`).
+
+    ``snapshot`` is ``pg_current_snapshot()`` as text (``xmin:xmax:xip,...``): the transactions
+    whose writes a statement begun then could not see.
+    """
+
+    at: datetime
+    snapshot: str
+
+
+def read_point(session: Session) -> ReadPoint:
+    """The database's clock (``clock_timestamp()``, not the transaction's start) and snapshot now.
+
+    Read after the statements it stands for (each sees what was committed when it began, so
+    a later snapshot sees at least as much): a row it cannot see, none of them saw.
+    """
+    at, snapshot = session.execute(sql("SELECT clock_timestamp(), CAST(pg_current_snapshot() AS text)")).one()
+    assert isinstance(at, datetime)
+    return ReadPoint(at, str(snapshot))
+
+
+def visible_in(snapshot: str, xid: int) -> bool:
+    """Whether transaction ``xid``'s writes are visible in ``snapshot`` (``pg_visible_in_snapshot``).
+
+    Committed before it was taken: older than every transaction then running (``xmin``), or
+    begun before it (below ``xmax``) and not among those running (``xip``).
+    """
+    xmin, xmax, running = snapshot.split(":")
+    if xid < int(xmin):
+        return True
+    return xid < int(xmax) and str(xid) not in running.split(",")

@@ -209,9 +209,12 @@ class ExtractStageOutput(_Stored):
     # Set when the extraction came from a call shared by several messages: the batch's id,
     # this message's number in it (from 1) and the batch's size, for tracing.
     batch: dict[str, Any] | None = None
-    # The database's clock once informed extraction had read what memory knows: facts written
-    # after it (another message of the agent applied meanwhile) are facts it could not see.
+    # The database's clock and snapshot (pg_current_snapshot() as text) once informed extraction
+    # had read what memory knows: facts whose writing transaction that snapshot cannot see
+    # (another message of the agent applied meanwhile) are facts it could not see. The clock
+    # tells them only for rows or outputs older than the snapshot (see reconcile.written_since).
     known_as_of: datetime | None = None
+    known_snapshot: str | None = None
 
 
 ResolutionMethod = Literal[

@@ -13,7 +13,7 @@ import re
 import threading
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -53,6 +53,12 @@ SCRIPT: dict[str, tuple[str, str | None]] = {
     "I moved to Coimbra": ("Rafael lives in Coimbra", "location.residence"),
     "Then I moved to Faro": ("Rafael lives in Faro", "location.residence"),
 }
+# Facts in no single-valued slot, for the speaker's profile (apart from the chunks below).
+TASTES: dict[str, tuple[str, str | None]] = {
+    "I love pizza": ("Rafael loves pizza", None),
+    "I go to the opera with my sister": ("Rafael goes to the opera with his sister", None),
+    "Honestly I could eat lasagna every single day": ("Rafael loves lasagna", None),
+}
 FIRST = list(SCRIPT)[:8]
 SECOND = list(SCRIPT)[8:16]
 THIRD = list(SCRIPT)[16:]
@@ -60,6 +66,7 @@ THIRD = list(SCRIPT)[16:]
 _BLOCK = re.compile(r"<message>\n(.*?)\n</message>", re.DOTALL)
 _FACT_SECTION = re.compile(r"^### Fact (\d+)$", re.MULTILINE)
 _KNOWN_FACT = re.compile(r"^  #(\d+) .*? \(([\w.]+)\)$", re.MULTILINE)
+_KNOWN_TEXT = re.compile(r"^  #\d+ (.*?)( \([\w.]+\))?$", re.MULTILINE)
 _NEW = re.compile(r"^NEW fact \(since [^)]*\): (?P<text>.+?)(?: \[(?P<key>[\w.]+)\])?$", re.MULTILINE)
 _EXISTING = re.compile(
     r"^- id (?P<id>\S+) \| since [^|]+ \| similarity [\d.]+ \| (?P<text>.+?)(?: \[(?P<key>[\w.]+)\])?$", re.MULTILINE
@@ -89,6 +96,8 @@ class ReconcilingModel:
     bad_target: set[str] = field(default_factory=set)
     # Answer extraction as a strict-mode model does: each fact says which numbered known fact it replaces.
     names_replaced: bool = False
+    # Write the speaker's profile as extraction does: the facts it was shown and the new ones.
+    profiles: bool = False
     # The first batched decision call answers this way instead (not JSON, a rate limit...).
     first_batch_reply: StubReply | None = None
     calls: Counter[str] = field(default_factory=Counter)
@@ -123,6 +132,10 @@ class ReconcilingModel:
             if hold is not None:
                 assert hold.wait(60), f"never released: {said}"
             answer = self._extraction(user)
+            if self.profiles:
+                known = [text for text, _ in _KNOWN_TEXT.findall(user)]
+                sentences = [*known, *(fact["text"] for fact in answer["facts"])]
+                answer["updated_profiles"] = {"Rafael": " ".join(f"{sentence}." for sentence in sentences)}
             if self.names_replaced:
                 for fact in answer["facts"]:
                     del fact["action"]
@@ -159,7 +172,8 @@ class ReconcilingModel:
     def _extraction(user: str) -> dict[str, Any]:
         block = _BLOCK.search(user)
         assert block, user
-        fact, key = SCRIPT[block.group(1).strip()]
+        said = block.group(1).strip()
+        fact, key = SCRIPT[said] if said in SCRIPT else TASTES[said]
         return {
             "entities": [{"name": "Rafael", "type": "person"}],
             "facts": [{"subject": "Rafael", "text": fact, "attribute_key": key, "action": "NEW"}],
@@ -443,3 +457,105 @@ def test_facts_written_after_extraction_read_memory_cost_no_reconcile_call(unbat
     )
     assert trace[0]["decided"] == "1"
     assert "written before it" in trace[0]["reason"]
+
+
+def test_a_fact_committed_after_extraction_read_memory_by_an_older_transaction_costs_no_reconcile_call(
+    unbatched: ReconcilePath,
+) -> None:
+    # An earlier message's apply transaction begins (its rows stamped with that start) before the
+    # later message's extraction reads memory, and commits after it, waiting meanwhile for the
+    # agent's lock (as behind another chunk's apply). Extraction could not see its fact, though
+    # it is older than extraction's read by the clock: no reason for a call either.
+    model = unbatched.model
+    model.names_replaced = True
+    path = unbatched.path
+    release = threading.Event()
+    model.held["I moved to Porto"] = release
+    start = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
+
+    def post(message: str, minutes: int) -> str:
+        response = path.client.post(
+            f"/v1/agents/{path.agent_id}/messages",
+            json={
+                "message": message,
+                "speaker_name": "Rafael",
+                "occurred_at": (start + timedelta(minutes=minutes)).isoformat(),
+                "session_id": "s1",
+            },
+        )
+        assert response.status_code == 202, response.text
+        return str(response.json()["event_id"])
+
+    def waiting_for_the_agent_lock() -> int:
+        rows = path.memory.rows("SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
+        return int(rows[0]["n"])
+
+    def until(done: Callable[[], bool]) -> None:
+        deadline = datetime.now(UTC) + timedelta(seconds=60)
+        while not done():
+            assert datetime.now(UTC) < deadline
+            threading.Event().wait(0.05)
+
+    # Another writer of the agent (as another chunk's apply transaction) holds its lock.
+    with path.memory.engine.connect() as holder:
+        holder.execute(
+            text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"), {"key": f"arandu:{path.agent_id}"}
+        )
+        earlier = post("I live in Lisbon", 0)
+        until(lambda: waiting_for_the_agent_lock() == 1)  # its apply transaction has begun, and waits
+        later = post("I moved to Porto", 10)
+        until(lambda: "I moved to Porto" in model.asked)  # its extraction has read memory (nothing yet)
+        holder.commit()  # Lisbon is applied and committed now, after the read
+    assert path.wait([earlier]) == {earlier: "done"}
+    release.set()
+    assert path.wait([later]) == {later: "done"}
+
+    # The scenario: by the clock, the Lisbon fact is older than the Porto extraction's read.
+    stamps = path.memory.rows(
+        "SELECT f.created_at, (o.output->>'known_as_of')::timestamptz AS known_as_of FROM memory_facts f, "
+        "pipeline_stage_outputs o WHERE f.agent_id = :a AND f.fact_text = 'Rafael lives in Lisbon' "
+        "AND o.stage = 'extract' AND o.event_id = CAST(:id AS uuid)",
+        a=path.agent_id,
+        id=later,
+    )
+    assert stamps[0]["created_at"] < stamps[0]["known_as_of"]
+    assert model.calls["extract"] == 2
+    assert model.calls["reconcile"] == 0
+    assert unbatched.active_facts() == {("Rafael lives in Porto", "location.residence")}
+    assert ("Rafael lives in Lisbon", "Rafael lives in Porto") in unbatched.superseded()
+
+
+def test_a_known_fact_far_from_the_message_is_shown_beside_the_profile_and_costs_no_reconcile_call(
+    unbatched: ReconcilePath,
+) -> None:
+    # The paced benchmark's last reconcile calls: the speaker had a profile, and extraction was
+    # shown only the facts closest to the message ("I could eat lasagna every day"), not one close
+    # to the fact it states ("Rafael loves pizza" for "Rafael loves lasagna"). Reconciliation
+    # compares facts with facts, so that one was a candidate extraction had not judged.
+    model = unbatched.model
+    model.names_replaced = True
+    model.profiles = True
+    unbatched.send(["I love pizza"])
+    unbatched.send(["I go to the opera with my sister"])
+    profile = unbatched.path.memory.rows(
+        "SELECT profile_text FROM memory_entities WHERE agent_id = :a AND canonical_key = 'person:rafael'",
+        a=unbatched.path.agent_id,
+    )
+    assert "Rafael loves pizza." in profile[0]["profile_text"]
+    assert model.calls["reconcile"] == 0
+
+    unbatched.send(["Honestly I could eat lasagna every single day"])
+    assert model.calls["extract"] == 3
+    assert model.calls["reconcile"] == 0
+    assert unbatched.active_facts() == {
+        ("Rafael loves pizza", None),
+        ("Rafael goes to the opera with his sister", None),
+        ("Rafael loves lasagna", None),
+    }
+    decisions = unbatched.path.memory.rows(
+        "SELECT o.output->'decisions'->0->>'reason' AS reason FROM pipeline_stage_outputs o "
+        "JOIN memory_events e ON e.id = o.event_id WHERE o.stage = 'reconcile' AND e.agent_id = :a "
+        "AND e.text LIKE 'Honestly%'",
+        a=unbatched.path.agent_id,
+    )
+    assert decisions[0]["reason"].startswith("decided by informed extraction")

@@ -1,4 +1,5 @@
-"""``closest_active_facts_many``: a chunk's candidate searches in one statement, each as it would be alone."""
+"""``closest_active_facts_many``: a chunk's candidate searches in one statement, each as it would be alone;
+and the read point that tells the facts a read could not see."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import pytest
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session
 
+from memory_core.db.engine import create_db_engine
 from memory_core.providers.hashing_embedder import HashingEmbedder
+from memory_core.settings import Settings
 from memory_core.write import repository
 from memory_core.write.repository import ClosestFactsQuery, vector_literal
 
@@ -113,3 +116,51 @@ def test_a_chunk_without_searches_reads_nothing(engine: Engine) -> None:
         session = Session(bind=connection)
         assert repository.closest_active_facts_many(session, [], limit=10) == []
         session.close()
+
+
+def test_a_read_point_tells_a_fact_committed_after_it_by_a_transaction_begun_before_it(
+    engine: Engine, settings: Settings
+) -> None:
+    agent = f"readpoint-{uuid.uuid4().hex[:8]}"
+    before = _fact(engine, agent, "person:rafael", "Rafael lives in Lisbon", attribute="lives_in")
+    vector = EMBEDDER.embed_one("Rafael lives in Porto")
+    writer = create_db_engine(settings, pool_size=1)
+    try:
+        with writer.connect() as connection:
+            # An apply transaction: begun (its rows stamped with its start), then its fact written
+            # in a savepoint, not committed yet when the read runs.
+            connection.execute(text("SELECT 1"))
+            with connection.begin_nested():
+                connection.execute(
+                    text(
+                        "INSERT INTO memory_facts (agent_id, entity_type, entity_key, entity_name, attribute_key, "
+                        "fact_text, embedding_vec) VALUES (:agent, 'person', 'person:rafael', 'Rafael', "
+                        "'works_at', 'Rafael works at Acme', CAST(:vec AS vector))"
+                    ),
+                    {"agent": agent, "vec": vector_literal(EMBEDDER.embed_one("Rafael works at Acme"))},
+                )
+            with engine.connect() as reader:
+                session = Session(bind=reader)
+                point = repository.read_point(session)
+                session.close()
+            connection.commit()
+    finally:
+        writer.dispose()
+
+    with engine.connect() as connection:
+        session = Session(bind=connection)
+        found = {
+            row.text: row for row in repository.closest_active_facts(session, agent, "person:rafael", vector, limit=5)
+        }
+        later = repository.read_point(session)
+        session.close()
+    assert found["Rafael lives in Lisbon"].fact_id == before
+    lisbon, acme = found["Rafael lives in Lisbon"], found["Rafael works at Acme"]
+    assert lisbon.created_xid is not None
+    assert acme.created_xid is not None
+    # The clock calls the Acme fact older than the read; the snapshot knows the read did not see it.
+    assert acme.created_at is not None
+    assert acme.created_at < point.at
+    assert repository.visible_in(point.snapshot, lisbon.created_xid)
+    assert not repository.visible_in(point.snapshot, acme.created_xid)
+    assert repository.visible_in(later.snapshot, acme.created_xid)
