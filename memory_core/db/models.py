@@ -407,7 +407,7 @@ class MemoryFact(Base):
     search_vector: Mapped[Any] = mapped_column(TSVECTOR, Computed(fact_search_vector_sql(), persisted=True))
     created_at: Mapped[datetime] = _created_at()
     # Not mapped: created_xid bigint, the writing transaction's pg_current_xact_id() (migration
-    # 0023), read by raw SQL only (memory_core.write.repository.FactRow).
+    # 0022), read by raw SQL only (memory_core.write.repository.FactRow).
     ingested_at: Mapped[datetime] = _created_at()
     invalidated_at: Mapped[datetime | None] = mapped_column()
 

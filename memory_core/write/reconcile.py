@@ -101,7 +101,7 @@ def written_since(
 
     Exactly, when both are known: its writing transaction (``created_xid``) is not visible in the
     snapshot taken after the read (``known_snapshot``). Otherwise (a row older than migration
-    0023, an extract output stored before snapshots were), by the clock: its ``created_at``, its
+    0022, an extract output stored before snapshots were), by the clock: its ``created_at``, its
     writing transaction's start, later than the read. The clock misses a transaction begun
     before the read that committed after it (waiting for the agent's lock, or applying the rest
     of its chunk), whose facts are then sent to the reconcile skill, as if shown and judged wrong.

@@ -293,7 +293,7 @@ class FactRow:
     valid_from: datetime
     similarity: float
     # When the row was written (its transaction's start), and by which transaction (NULL for
-    # rows older than migration 0023): tell facts written after a read (see ReadPoint).
+    # rows older than migration 0022): tell facts written after a read (see ReadPoint).
     created_at: datetime | None = None
     created_xid: int | None = None
 

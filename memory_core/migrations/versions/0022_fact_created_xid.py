@@ -13,7 +13,7 @@ any snapshot that reads this column); the default then applies to new rows only.
 as a ``bigint`` (an ``xid8`` is 64 bits without a sign and never reaches 2^63 in practice), a type
 every client and SQLAlchemy's reflection know. Downgrade drops the column.
 
-Revision ID: 0023
+Revision ID: 0022
 Revises: 0021
 Create Date: 2026-12-07 14:00:00
 """
@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 from alembic import op
 
-revision: str = "0023"
+revision: str = "0022"
 down_revision: str | None = "0021"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
