@@ -8,7 +8,7 @@ extraction; blind failing yields an empty extraction (the event is kept and can 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -67,6 +67,7 @@ def known_entities_for(
     *,
     lookup: repository.KnownAliases | None = None,
     speaker: str | None = None,
+    closest: Mapping[str, list[repository.FactRow]] | None = None,
 ) -> list[KnownEntity]:
     """Alias lookup (no LLM) then pre-retrieval: each known entity's profile and facts (the speaker's too).
 
@@ -76,7 +77,8 @@ def known_entities_for(
     profile, then the facts a new fact of this message could change: the closer half of those and
     any of them holding a single-valued slot (city, employer, partner...). Facts are numbered in the prompt, so
     extraction says which one a new fact replaces. ``lookup`` answers the alias and entity lookups
-    when the chunk read them already (:func:`chunk_known_aliases`).
+    when the chunk read them already (:func:`chunk_known_aliases`), and ``closest`` each entity's
+    closest facts (:func:`chunk_closest_facts`).
     """
     grams = lookup_grams(message, speaker)
     if lookup is not None:
@@ -85,14 +87,7 @@ def known_entities_for(
         found = repository.aliases_for(session, agent_id, grams)
     if not found:
         return []
-    folded = fold(message)
-    order = sorted(found.items(), key=lambda item: (folded.find(item[0]), item[0]))
-    keys: list[str] = []
-    mention_of: dict[str, str] = {}
-    for alias, key in order:
-        if key not in mention_of:
-            keys.append(key)
-            mention_of[key] = alias
+    keys, mention_of = _mentioned_keys(found, message)
     if lookup is not None:
         rows = lookup.entities_by_keys(agent_id, keys)
     else:
@@ -112,11 +107,13 @@ def known_entities_for(
             # Half the entity's share at most: the facts that matter come after it.
             entity.profile_text = row.profile_text[: per_entity // 2]
             used = len(entity.profile_text)
-        closest = repository.closest_active_facts(
-            session, agent_id, key, message_vector, limit=config.informed_extraction_topk
-        )
-        for rank, fact in enumerate(closest):
-            if row.profile_text and rank >= len(closest) // 2 and not is_single_valued(fact.attribute_key):
+        read = closest.get(key) if closest is not None else None
+        if read is None:
+            read = repository.closest_active_facts(
+                session, agent_id, key, message_vector, limit=config.informed_extraction_topk
+            )
+        for rank, fact in enumerate(read):
+            if row.profile_text and rank >= len(read) // 2 and not is_single_valued(fact.attribute_key):
                 continue  # the profile tells it already, and it is among the farthest from this message
             if used + len(fact.text) > per_entity:
                 break
@@ -124,6 +121,62 @@ def known_entities_for(
             entity.facts.append(KnownFact(fact_id=fact.fact_id, text=fact.text, attribute_key=fact.attribute_key))
         known.append(entity)
     return known
+
+
+def _mentioned_keys(found: Mapping[str, str], message: str) -> tuple[list[str], dict[str, str]]:
+    """The keys ``found`` (alias -> key) points to, in the order the message names them, with each one's mention."""
+    folded = fold(message)
+    order = sorted(found.items(), key=lambda item: (folded.find(item[0]), item[0]))
+    keys: list[str] = []
+    mention_of: dict[str, str] = {}
+    for alias, key in order:
+        if key not in mention_of:
+            keys.append(key)
+            mention_of[key] = alias
+    return keys, mention_of
+
+
+@dataclass(frozen=True)
+class PreRead:
+    """What a chunk read ahead for one message's pre-retrieval: its vector, and its known entities' closest facts."""
+
+    event_vector: list[float] | None
+    closest: dict[str, list[repository.FactRow]]
+
+
+def chunk_closest_facts(
+    session: Session,
+    lookup: repository.KnownAliases,
+    messages: Sequence[tuple[str, str, str, list[float] | None, MemoryConfig]],
+) -> list[dict[str, list[repository.FactRow]]]:
+    """The closest active facts of every known entity each of a chunk's messages names, in one statement.
+
+    ``messages``: (agent, text, speaker, the text's vector, config) per message. Each message's
+    lists are what :func:`known_entities_for` would read for it on its own (the same search,
+    :func:`repository.closest_active_facts_many`); a message with no vector, or whose config does
+    not extract informed, gets none and reads its own as before.
+    """
+    wanted: list[tuple[int, str, int]] = []
+    queries: list[repository.ClosestFactsQuery] = []
+    for position, (agent_id, message, speaker, vector, config) in enumerate(messages):
+        if not vector or not config.enable_informed_extraction:
+            continue
+        found = lookup.aliases_for(agent_id, lookup_grams(message, speaker))
+        keys, _ = _mentioned_keys(found, message)
+        known = lookup.entities_by_keys(agent_id, keys)
+        for key in keys:
+            if key in known:
+                wanted.append((position, key, config.informed_extraction_topk))
+                queries.append(repository.ClosestFactsQuery(agent_id, key, vector))
+    closest: list[dict[str, list[repository.FactRow]]] = [{} for _ in messages]
+    # One statement per distinct limit (agents' configs may differ; in practice one).
+    for limit in sorted({limit for _, _, limit in wanted}):
+        chosen = [index for index, (_, _, each) in enumerate(wanted) if each == limit]
+        found_lists = repository.closest_active_facts_many(session, [queries[index] for index in chosen], limit=limit)
+        for index, facts in zip(chosen, found_lists, strict=True):
+            position, key, _ = wanted[index]
+            closest[position][key] = facts
+    return closest
 
 
 def chunk_known_aliases(
@@ -213,12 +266,14 @@ def prepare_extraction(
     agent_config: dict[str, Any] | None = None,
     known_aliases: repository.KnownAliases | None = None,
     read_clock: bool = True,
+    pre_read: PreRead | None = None,
 ) -> PreparedExtraction:
     """Embedding, emotion (offline), pre-retrieval and the skill inputs of one message.
 
     ``agent_config``: the agent's stored config overrides (the run's ``agent_config``).
     ``read_clock``: read the database's clock after pre-retrieval (``known_as_of``); a chunk
-    preparing its messages together reads it once, after all of them.
+    preparing its messages together reads it once, after all of them. ``pre_read``: the
+    message's vector and its entities' closest facts, read by the chunk (:func:`chunk_closest_facts`).
     """
     config = ctx.config_for(options, agent_config)
     trace: list[TraceStep] = []
@@ -226,7 +281,7 @@ def prepare_extraction(
     cacheable = ctx.skills.kind == "llm"
 
     started = time.perf_counter()
-    event_vector = ctx.embedder.embed_one(message)
+    event_vector = pre_read.event_vector if pre_read is not None else ctx.embedder.embed_one(message)
     emotion: EmotionOutput | None = None
     if not cacheable:
         # Offline rules tag emotion for free. An LLM tags it inside the extraction call instead:
@@ -250,7 +305,16 @@ def prepare_extraction(
     started = time.perf_counter()
     informed = config.enable_informed_extraction
     known = (
-        known_entities_for(session, agent_id, message, event_vector, config, lookup=known_aliases, speaker=speaker)
+        known_entities_for(
+            session,
+            agent_id,
+            message,
+            event_vector,
+            config,
+            lookup=known_aliases,
+            speaker=speaker,
+            closest=pre_read.closest if pre_read is not None else None,
+        )
         if informed
         else []
     )
@@ -324,10 +388,12 @@ def compute_extraction(
     agent_config: dict[str, Any] | None = None,
     cache: SkillCache | None = None,
     known_aliases: repository.KnownAliases | None = None,
+    pre_read: PreRead | None = None,
 ) -> ExtractionResult:
     """Everything ``extract`` produces for one message; reads memory, writes nothing.
 
-    ``known_aliases``: the chunk's alias lookups, read once for all its messages.
+    ``known_aliases``: the chunk's alias lookups, read once for all its messages; ``pre_read``:
+    its closest facts, likewise (:func:`chunk_closest_facts`).
     """
     prepared = prepare_extraction(
         ctx,
@@ -339,6 +405,7 @@ def compute_extraction(
         options=options,
         agent_config=agent_config,
         known_aliases=known_aliases,
+        pre_read=pre_read,
     )
     return finish_extraction(ctx, session, prepared, cache=cache)
 
