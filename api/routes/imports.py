@@ -14,7 +14,6 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
 from pydantic import ValidationError
-from sqlalchemy import select
 from starlette.responses import JSONResponse
 
 from api.auth import READ, WRITE, may_see, require_api_key
@@ -31,9 +30,8 @@ from api.schemas import (
     Problem,
     prepare_messages,
 )
-from memory_core.db.models import Import
 from memory_core.write.intake import AcceptedMessage, accept_messages, create_import, finish_import_intake
-from memory_core.write.runs import ImportProgress, import_progress
+from memory_core.write.runs import ImportProgress, import_owner, import_progress
 
 router = APIRouter(tags=["imports"], dependencies=[Depends(require_api_key)])
 
@@ -169,7 +167,7 @@ def _load(request: Request, import_id: uuid.UUID, agent_id: str | None) -> Impor
     not_found = ApiError(404, f"import {import_id} not found", [("path.import_id", "no such import")])
     with get_state(request).sessions() as session:
         # The owner first, by primary key: another tenant's import costs what an unknown id costs.
-        owner = session.execute(select(Import.agent_id).where(Import.id == import_id)).scalar()
+        owner = import_owner(session, import_id)
         if owner is None or (agent_id is not None and owner != agent_id) or not may_see(request, owner):
             raise not_found
         progress = import_progress(session, import_id)

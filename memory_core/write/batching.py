@@ -39,10 +39,12 @@ from memory_core.write.skill_calls import SkillCache
 # The lines around each message in a batch's prompt (its number, speaker, date), in characters.
 _MESSAGE_FRAME_CHARS = 160
 
+# The answers travel as one JSON object, run -> its answer (orjson writes it in C; a jsonb[]
+# parameter is dumped element by element in Python, escaping each answer).
 _STORE_ANSWERS = sql(
     "UPDATE pipeline_runs r SET llm_cache = r.llm_cache || jsonb_build_object(CAST(:key AS text), x.value) "
-    "FROM unnest(CAST(:events AS uuid[]), CAST(:values AS jsonb[])) AS x(event_id, value) "
-    "WHERE r.event_id = x.event_id"
+    "FROM jsonb_each(CAST(:answers AS jsonb)) AS x(event_id, value) "
+    "WHERE r.event_id = CAST(x.event_id AS uuid)"
 )
 
 
@@ -252,11 +254,7 @@ def store_batch_answers(
         with ctx.sessions.begin() as session:
             session.execute(
                 _STORE_ANSWERS,
-                {
-                    "key": key,
-                    "events": [str(event_id) for event_id, _ in answers],
-                    "values": [orjson.dumps(value).decode() for _, value in answers],
-                },
+                {"key": key, "answers": orjson.dumps({str(event_id): value for event_id, value in answers}).decode()},
             )
         for event_id, value in answers:
             cache = caches.get(event_id)

@@ -8,7 +8,7 @@ extraction; blind failing yields an empty extraction (the event is kept and can 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -66,6 +66,7 @@ def known_entities_for(
     *,
     lookup: repository.KnownAliases | None = None,
     speaker: str | None = None,
+    closest: Mapping[str, list[repository.FactRow]] | None = None,
 ) -> list[KnownEntity]:
     """Alias lookup (no LLM) then pre-retrieval: each known entity's profile and facts (the speaker's too).
 
@@ -78,7 +79,8 @@ def known_entities_for(
     message ("Liam loves pizza" for "I could eat lasagna every day") is as often a candidate of
     reconciliation ("Liam loves lasagna"), and one extraction was not shown costs a reconcile
     call. ``lookup`` answers the alias and entity lookups when the chunk read them already
-    (:func:`chunk_known_aliases`).
+    (:func:`chunk_known_aliases`), and ``closest`` each entity's closest facts
+    (:func:`chunk_closest_facts`).
     """
     grams = lookup_grams(message, speaker)
     if lookup is not None:
@@ -87,14 +89,7 @@ def known_entities_for(
         found = repository.aliases_for(session, agent_id, grams)
     if not found:
         return []
-    folded = fold(message)
-    order = sorted(found.items(), key=lambda item: (folded.find(item[0]), item[0]))
-    keys: list[str] = []
-    mention_of: dict[str, str] = {}
-    for alias, key in order:
-        if key not in mention_of:
-            keys.append(key)
-            mention_of[key] = alias
+    keys, mention_of = _mentioned_keys(found, message)
     if lookup is not None:
         rows = lookup.entities_by_keys(agent_id, keys)
     else:
@@ -114,16 +109,76 @@ def known_entities_for(
             # Half the entity's share at most: the facts that matter come after it.
             entity.profile_text = row.profile_text[: per_entity // 2]
             used = len(entity.profile_text)
-        closest = repository.closest_active_facts(
-            session, agent_id, key, message_vector, limit=config.informed_extraction_topk
-        )
-        for fact in closest:
+        read = closest.get(key) if closest is not None else None
+        if read is None:
+            read = repository.closest_active_facts(
+                session, agent_id, key, message_vector, limit=config.informed_extraction_topk
+            )
+        for fact in read:
             if used + len(fact.text) > per_entity:
                 break
             used += len(fact.text)
             entity.facts.append(KnownFact(fact_id=fact.fact_id, text=fact.text, attribute_key=fact.attribute_key))
         known.append(entity)
     return known
+
+
+def _mentioned_keys(found: Mapping[str, str], message: str) -> tuple[list[str], dict[str, str]]:
+    """The keys ``found`` (alias -> key) points to, in the order the message names them, with each one's mention."""
+    folded = fold(message)
+    order = sorted(found.items(), key=lambda item: (folded.find(item[0]), item[0]))
+    keys: list[str] = []
+    mention_of: dict[str, str] = {}
+    for alias, key in order:
+        if key not in mention_of:
+            keys.append(key)
+            mention_of[key] = alias
+    return keys, mention_of
+
+
+@dataclass(frozen=True)
+class PreRead:
+    """What a chunk read ahead for one message's pre-retrieval: its vector, and its known entities' closest facts."""
+
+    event_vector: list[float] | None
+    closest: dict[str, list[repository.FactRow]]
+    # The database's clock and snapshot right after the chunk's read (LLM skills only).
+    read: repository.ReadPoint | None = None
+
+
+def chunk_closest_facts(
+    session: Session,
+    lookup: repository.KnownAliases,
+    messages: Sequence[tuple[str, str, str, list[float] | None, MemoryConfig]],
+) -> list[dict[str, list[repository.FactRow]]]:
+    """The closest active facts of every known entity each of a chunk's messages names, in one statement.
+
+    ``messages``: (agent, text, speaker, the text's vector, config) per message. Each message's
+    lists are what :func:`known_entities_for` would read for it on its own (the same search,
+    :func:`repository.closest_active_facts_many`); a message with no vector, or whose config does
+    not extract informed, gets none and reads its own as before.
+    """
+    wanted: list[tuple[int, str, int]] = []
+    queries: list[repository.ClosestFactsQuery] = []
+    for position, (agent_id, message, speaker, vector, config) in enumerate(messages):
+        if not vector or not config.enable_informed_extraction:
+            continue
+        found = lookup.aliases_for(agent_id, lookup_grams(message, speaker))
+        keys, _ = _mentioned_keys(found, message)
+        known = lookup.entities_by_keys(agent_id, keys)
+        for key in keys:
+            if key in known:
+                wanted.append((position, key, config.informed_extraction_topk))
+                queries.append(repository.ClosestFactsQuery(agent_id, key, vector))
+    closest: list[dict[str, list[repository.FactRow]]] = [{} for _ in messages]
+    # One statement per distinct limit (agents' configs may differ; in practice one).
+    for limit in sorted({limit for _, _, limit in wanted}):
+        chosen = [index for index, (_, _, each) in enumerate(wanted) if each == limit]
+        found_lists = repository.closest_active_facts_many(session, [queries[index] for index in chosen], limit=limit)
+        for index, facts in zip(chosen, found_lists, strict=True):
+            position, key, _ = wanted[index]
+            closest[position][key] = facts
+    return closest
 
 
 def chunk_known_aliases(
@@ -214,14 +269,16 @@ def prepare_extraction(
     options: dict[str, Any],
     agent_config: dict[str, Any] | None = None,
     known_aliases: repository.KnownAliases | None = None,
+    pre_read: PreRead | None = None,
 ) -> PreparedExtraction:
     """Embedding, emotion (offline), pre-retrieval and the skill inputs of one message.
 
     ``agent_config``: the agent's stored config overrides (the run's ``agent_config``).
-    Informed by an LLM, the database's clock and snapshot are read right after pre-retrieval
-    (``known_as_of``, ``known_snapshot``), in the same session: a chunk's messages each read their
-    own, for a fact committed between one message's read and a reading for the whole chunk would
-    look seen, and cost a reconcile call.
+    Informed by an LLM, the database's clock and snapshot just after pre-retrieval read memory
+    (``known_as_of``, ``known_snapshot``): the chunk's, taken right after its one statement, with
+    ``pre_read`` (the message's vector and its entities' closest facts, :func:`chunk_closest_facts`);
+    else read in this session after this message's own reads. Never one reading after several
+    messages' reads: a fact committed between them would look seen, and cost a reconcile call.
     """
     config = ctx.config_for(options, agent_config)
     trace: list[TraceStep] = []
@@ -229,7 +286,7 @@ def prepare_extraction(
     cacheable = ctx.skills.kind == "llm"
 
     started = time.perf_counter()
-    event_vector = ctx.embedder.embed_one(message)
+    event_vector = pre_read.event_vector if pre_read is not None else ctx.embedder.embed_one(message)
     emotion: EmotionOutput | None = None
     if not cacheable:
         # Offline rules tag emotion for free. An LLM tags it inside the extraction call instead:
@@ -253,12 +310,23 @@ def prepare_extraction(
     started = time.perf_counter()
     informed = config.enable_informed_extraction
     known = (
-        known_entities_for(session, agent_id, message, event_vector, config, lookup=known_aliases, speaker=speaker)
+        known_entities_for(
+            session,
+            agent_id,
+            message,
+            event_vector,
+            config,
+            lookup=known_aliases,
+            speaker=speaker,
+            closest=pre_read.closest if pre_read is not None else None,
+        )
         if informed
         else []
     )
     # Only an LLM's extraction judges facts against what it was shown (offline rules judge none).
-    read = repository.read_point(session) if informed and cacheable else None
+    read: repository.ReadPoint | None = None
+    if informed and cacheable:
+        read = pre_read.read if pre_read is not None and pre_read.read is not None else repository.read_point(session)
     trace.append(
         TraceStep(
             name="pre_retrieval",
@@ -328,10 +396,12 @@ def compute_extraction(
     agent_config: dict[str, Any] | None = None,
     cache: SkillCache | None = None,
     known_aliases: repository.KnownAliases | None = None,
+    pre_read: PreRead | None = None,
 ) -> ExtractionResult:
     """Everything ``extract`` produces for one message; reads memory, writes nothing.
 
-    ``known_aliases``: the chunk's alias lookups, read once for all its messages.
+    ``known_aliases``: the chunk's alias lookups, read once for all its messages; ``pre_read``:
+    its closest facts, likewise (:func:`chunk_closest_facts`).
     """
     prepared = prepare_extraction(
         ctx,
@@ -343,6 +413,7 @@ def compute_extraction(
         options=options,
         agent_config=agent_config,
         known_aliases=known_aliases,
+        pre_read=pre_read,
     )
     return finish_extraction(ctx, session, prepared, cache=cache)
 

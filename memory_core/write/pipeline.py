@@ -32,6 +32,8 @@ from memory_core.write.extract import (
     BatchShare,
     ExtractionResult,
     PreparedExtraction,
+    PreRead,
+    chunk_closest_facts,
     chunk_known_aliases,
     compute_extraction,
     finish_extraction,
@@ -46,8 +48,15 @@ from memory_core.write.reconcile import (
     shown_fact_ids,
 )
 from memory_core.write.reconcile_batching import ReconcileMember, reconcile_in_batches
-from memory_core.write.repository import FactRow, KnownAliases, closest_active_facts_many
-from memory_core.write.resolve import resolve_entities, speaker_entity
+from memory_core.write.repository import (
+    FactRow,
+    KnownAliases,
+    NameLookup,
+    closest_active_facts_many,
+    lookup_names_many,
+    read_point,
+)
+from memory_core.write.resolve import name_lookup_request, resolve_entities, speaker_entity
 from memory_core.write.runs import RunView, StageCompletion, complete_stages, load_runs, relax_durability
 from memory_core.write.schemas import (
     CorrectionResult,
@@ -172,7 +181,12 @@ def _stage_completion(
 
 
 def _compute_extract(
-    ctx: WriteContext, session: Session, run: RunView, *, known_aliases: KnownAliases | None = None
+    ctx: WriteContext,
+    session: Session,
+    run: RunView,
+    *,
+    known_aliases: KnownAliases | None = None,
+    pre_read: Mapping[uuid.UUID, PreRead] | None = None,
 ) -> _Computed:
     started = time.perf_counter()
     cache = SkillCache(ctx.sessions, run.event_id, run.stage_outputs.get("llm_cache") or {})
@@ -187,6 +201,7 @@ def _compute_extract(
         agent_config=run.agent_config,
         cache=cache,
         known_aliases=known_aliases,
+        pre_read=(pre_read or {}).get(run.event_id),
     )
     return _extract_computed(run, result, started)
 
@@ -205,9 +220,56 @@ def _extract_computed(run: RunView, result: ExtractionResult, started: float) ->
     )
 
 
-def _compute_resolve(ctx: WriteContext, session: Session, run: RunView) -> _Computed:
+@dataclass(frozen=True)
+class _ResolveInput:
+    """A run's extract output as ``resolve`` reads it, with what its agent knows of its names (read by the chunk)."""
+
+    extract: ExtractStageOutput
+    known: NameLookup
+    # The run's share of the chunk's shared reads, counted in its stage duration.
+    shared_read_s: float = 0.0
+
+
+def _resolve_inputs(session: Session, ready: Sequence[RunView]) -> dict[uuid.UUID, _ResolveInput]:
+    """The chunk's runs' extract outputs, with their name lookups read in one statement per agent.
+
+    A run whose output does not parse is left out: computing it alone raises the same error,
+    which then fails that run only.
+    """
     started = time.perf_counter()
-    extract = ExtractStageOutput.model_validate(run.stage_outputs["extract"])
+    extracts: dict[uuid.UUID, ExtractStageOutput] = {}
+    for run in ready:
+        try:
+            extracts[run.event_id] = ExtractStageOutput.model_validate(run.stage_outputs["extract"])
+        except (KeyError, ValidationError):
+            continue
+    agent_of = {run.event_id: run.agent_id for run in ready}
+    found = lookup_names_many(
+        session,
+        [
+            (agent_of[event_id], name_lookup_request(extract.extraction.entities))
+            for event_id, extract in extracts.items()
+        ],
+    )
+    share = (time.perf_counter() - started) / max(1, len(extracts))
+    return {
+        event_id: _ResolveInput(extract, known, share)
+        for (event_id, extract), known in zip(extracts.items(), found, strict=True)
+    }
+
+
+def _compute_resolve(
+    ctx: WriteContext,
+    session: Session,
+    run: RunView,
+    *,
+    prepared: Mapping[uuid.UUID, _ResolveInput] | None = None,
+) -> _Computed:
+    started = time.perf_counter()
+    item = (prepared or {}).get(run.event_id)
+    if item is not None:
+        started -= item.shared_read_s
+    extract = item.extract if item is not None else ExtractStageOutput.model_validate(run.stage_outputs["extract"])
     cache = SkillCache(ctx.sessions, run.event_id, run.stage_outputs.get("llm_cache") or {})
     output = resolve_entities(
         ctx,
@@ -218,6 +280,7 @@ def _compute_resolve(ctx: WriteContext, session: Session, run: RunView) -> _Comp
         entities=extract.extraction.entities,
         config=ctx.config_for(run.options, run.agent_config),
         cache=cache,
+        known=item.known if item is not None else None,
     )
     return _Computed(_stage_completion(run, output, started))
 
@@ -415,6 +478,8 @@ def _extract_batched(
     ready: Sequence[RunView],
     outcomes: dict[uuid.UUID, StageResult],
     known: KnownAliases,
+    *,
+    pre_read: Mapping[uuid.UUID, PreRead],
 ) -> list[_Computed]:
     """The extract stage of a chunk with batched LLM calls (see :mod:`memory_core.write.batching`).
 
@@ -440,6 +505,7 @@ def _extract_batched(
             options=run.options,
             agent_config=run.agent_config,
             known_aliases=known,
+            pre_read=pre_read.get(run.event_id),
         )
 
     prepared: dict[uuid.UUID, PreparedExtraction] = {}
@@ -479,6 +545,31 @@ def _extract_batched(
     return computed
 
 
+def _extract_pre_read(
+    ctx: WriteContext, session: Session, ready: Sequence[RunView], known: KnownAliases
+) -> dict[uuid.UUID, PreRead]:
+    """Every message's vector, and its known entities' closest facts read in one statement for the chunk.
+
+    Nothing a chunk's extraction does writes facts, so the lists are those each message would
+    read on its own (a snapshot taken a little earlier, as the alias lookups already are).
+    """
+    configs = [ctx.config_for(run.options, run.agent_config) for run in ready]
+    vectors = [ctx.embedder.embed_one(run.text) for run in ready]
+    closest = chunk_closest_facts(
+        session,
+        known,
+        [
+            (run.agent_id, run.text, run.speaker, vector, config)
+            for run, vector, config in zip(ready, vectors, configs, strict=True)
+        ],
+    )
+    # Right after the one statement that read them: what a reconcile call need not be asked about.
+    read = read_point(session) if ctx.skills.kind == "llm" else None
+    return {
+        run.event_id: PreRead(vector, facts, read) for run, vector, facts in zip(ready, vectors, closest, strict=True)
+    }
+
+
 def _compute_all(
     ctx: WriteContext,
     session: Session,
@@ -503,9 +594,13 @@ def _compute_all(
             [ctx.config_for(run.options, run.agent_config) for run in ready],
             [run.speaker for run in ready],
         )
+        pre_read = _extract_pre_read(ctx, session, ready, known)
         if _batching(ctx):
-            return _extract_batched(ctx, session, ready, outcomes, known)
-        compute = functools.partial(_compute_extract, known_aliases=known)
+            return _extract_batched(ctx, session, ready, outcomes, known, pre_read=pre_read)
+        compute = functools.partial(_compute_extract, known_aliases=known, pre_read=pre_read)
+    elif stage == "resolve" and ready:
+        # What every message's agent knows of its names, one statement for the chunk's agent.
+        compute = functools.partial(_compute_resolve, prepared=_resolve_inputs(session, ready))
     elif stage == "reconcile" and ready:
         # Every fact's closest active facts, one statement for the chunk (a snapshot, as each
         # run's own reads would be: nothing is written between them; upsert re-checks).
@@ -708,7 +803,7 @@ def _upsert_under_locks(
     outcomes: dict[uuid.UUID, StageResult] = {}
     with ctx.sessions.begin() as session:
         # The run row locks make a concurrent redelivery of these events wait, then see "done".
-        runs = load_runs(session, event_ids, for_update=True, outputs=REQUIRED_OUTPUTS["upsert"])
+        runs = load_runs(session, event_ids, for_update=True, outputs=REQUIRED_OUTPUTS["upsert"], llm_cache=False)
         ready = _ready_runs(runs, event_ids, "upsert", outcomes)
         if not ready:
             return outcomes, []

@@ -46,10 +46,12 @@ _FACT_FRAME_CHARS = 120
 _EXISTING_FRAME_CHARS = 90
 
 # Several decisions of one run arrive together: merged into its cache in one row update.
+# The answers travel as one JSON object, run -> its answers (orjson writes it in C; a jsonb[]
+# parameter is dumped element by element in Python, escaping each answer).
 _STORE_DECISIONS = sql(
     "UPDATE pipeline_runs r SET llm_cache = r.llm_cache || x.answers "
-    "FROM unnest(CAST(:events AS uuid[]), CAST(:answers AS jsonb[])) AS x(event_id, answers) "
-    "WHERE r.event_id = x.event_id"
+    "FROM jsonb_each(CAST(:answers AS jsonb)) AS x(event_id, answers) "
+    "WHERE r.event_id = CAST(x.event_id AS uuid)"
 )
 
 
@@ -205,10 +207,7 @@ def store_decisions(
         with ctx.sessions.begin() as session:
             session.execute(
                 _STORE_DECISIONS,
-                {
-                    "events": [str(event_id) for event_id in by_run],
-                    "answers": [orjson.dumps(answers).decode() for answers in by_run.values()],
-                },
+                {"answers": orjson.dumps({str(event_id): answers for event_id, answers in by_run.items()}).decode()},
             )
         for event_id, answers in by_run.items():
             cache = caches.get(event_id)

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
+import orjson
 from sqlalchemy.orm import Session
 
 from memory_core.db.statements import sql
@@ -84,11 +85,15 @@ class KnownAliases:
 
     aliases: dict[tuple[str, str], str]
     entities: dict[tuple[str, str], EntityRow]
+    # normalize_alias of every string asked about: a chunk's messages are asked about again
+    # (their n-grams, a thousand or so a chunk) by each message's pre-retrieval.
+    normal: dict[str, str] = field(default_factory=dict)
 
     def aliases_for(self, agent_id: str, aliases: Iterable[str]) -> dict[str, str]:
         """As :func:`aliases_for`, from what was read."""
         found: dict[str, str] = {}
-        for alias in {normalize_alias(alias) for alias in aliases if alias.strip()}:
+        normal = self.normal
+        for alias in {normal.get(alias) or normalize_alias(alias) for alias in aliases if alias.strip()}:
             key = self.aliases.get((agent_id, alias))
             if key is not None:
                 found[alias] = key
@@ -99,13 +104,16 @@ class KnownAliases:
         return {key: row for key in set(keys) if (row := self.entities.get((agent_id, key))) is not None}
 
 
+# The candidates travel as one JSON object, agent -> its distinct strings: a chunk asks about a
+# thousand n-grams or so, and psycopg dumps a text[] element by element in Python (the statement's
+# two arrays were a tenth of an ingest worker's CPU with batched extraction); orjson writes it in C.
 _KNOWN_ALIASES = sql(
     """
     SELECT a.agent_id, a.alias, a.canonical_entity_key, e.canonical_key, e.display_name, e.entity_type,
            e.profile_text, e.summary_text
-    FROM (SELECT DISTINCT q.agent_id, q.alias
-          FROM unnest(CAST(:agents AS text[]), CAST(:aliases AS text[])) AS q(agent_id, alias)) AS q
-    JOIN memory_entity_aliases a ON a.agent_id = q.agent_id AND a.alias = q.alias
+    FROM jsonb_each(CAST(:wanted AS jsonb)) AS w(agent_id, aliases)
+    CROSS JOIN LATERAL jsonb_array_elements_text(w.aliases) AS q(alias)
+    JOIN memory_entity_aliases a ON a.agent_id = w.agent_id AND a.alias = q.alias
     LEFT JOIN memory_entities e ON e.agent_id = a.agent_id AND e.canonical_key = a.canonical_entity_key
     """
 )
@@ -113,17 +121,23 @@ _KNOWN_ALIASES = sql(
 
 def known_aliases(session: Session, grams_by_agent: Iterable[tuple[str, Iterable[str]]]) -> KnownAliases:
     """Every alias among the (agent, candidate strings) pairs that its agent knows, with its entity: one statement."""
-    agents: list[str] = []
-    wanted: list[str] = []
+    normal: dict[str, str] = {}
+    wanted: dict[str, set[str]] = {}
     for agent_id, grams in grams_by_agent:
-        for alias in sorted({normalize_alias(gram) for gram in grams if gram.strip()}):
-            agents.append(agent_id)
-            wanted.append(alias)
-    if not wanted:
-        return KnownAliases({}, {})
+        asked = wanted.setdefault(agent_id, set())
+        for gram in grams:
+            if not gram.strip():
+                continue
+            alias = normal.get(gram)
+            if alias is None:
+                alias = normal[gram] = normalize_alias(gram)
+            asked.add(alias)
+    if not any(wanted.values()):
+        return KnownAliases({}, {}, normal)
     aliases: dict[tuple[str, str], str] = {}
     entities: dict[tuple[str, str], EntityRow] = {}
-    for row in session.execute(_KNOWN_ALIASES, {"agents": agents, "aliases": wanted}).all():
+    payload = orjson.dumps({agent_id: sorted(asked) for agent_id, asked in wanted.items() if asked}).decode()
+    for row in session.execute(_KNOWN_ALIASES, {"wanted": payload}).all():
         aliases[(row.agent_id, row.alias)] = row.canonical_entity_key
         if row.canonical_key is not None:
             entities[(row.agent_id, row.canonical_key)] = EntityRow(
@@ -133,7 +147,7 @@ def known_aliases(session: Session, grams_by_agent: Iterable[tuple[str, Iterable
                 row.profile_text,
                 row.summary_text,
             )
-    return KnownAliases(aliases, entities)
+    return KnownAliases(aliases, entities, normal)
 
 
 def entities_by_keys(session: Session, agent_id: str, keys: Iterable[str]) -> dict[str, EntityRow]:
@@ -247,6 +261,55 @@ def lookup_names(
                 EntityRow(row.canonical_key, row.display_name, row.entity_type, row.profile_text, row.summary_text)
             )
     return NameLookup(found_aliases, by_key, by_display_name)
+
+
+@dataclass(frozen=True)
+class NameRequest:
+    """The names one message asks :func:`lookup_names` about."""
+
+    aliases: list[str]
+    keys: list[str]
+    display_names: list[str]
+
+
+def lookup_names_many(session: Session, requests: Sequence[tuple[str, NameRequest]]) -> list[NameLookup]:
+    """:func:`lookup_names` for several (agent, request) pairs: one statement per agent, the answers in order.
+
+    Each agent's requests are asked together (their names put together), and each request's answer
+    is then cut from what was read: every part of :func:`lookup_names`' answer tests each alias or
+    entity row on its own (an alias asked, a key asked or pointed to, a display name asked), so the
+    cut answers are the ones each request gets alone.
+    """
+    by_agent: dict[str, list[NameRequest]] = {}
+    for agent_id, request in requests:
+        by_agent.setdefault(agent_id, []).append(request)
+    read = {
+        agent_id: lookup_names(
+            session,
+            agent_id,
+            aliases=[alias for request in asked for alias in request.aliases],
+            keys=[key for request in asked for key in request.keys],
+            display_names=[name for request in asked for name in request.display_names],
+        )
+        for agent_id, asked in by_agent.items()
+    }
+    return [_cut_lookup(read[agent_id], request) for agent_id, request in requests]
+
+
+def _cut_lookup(read: NameLookup, request: NameRequest) -> NameLookup:
+    """The part of ``read`` (an agent's answer to several requests) that answers ``request`` alone."""
+    aliases = {
+        alias: read.aliases[alias]
+        for alias in sorted({normalize_alias(alias) for alias in request.aliases if alias.strip()})
+        if alias in read.aliases
+    }
+    wanted_keys = set(request.keys) | set(aliases.values())
+    names = {name.strip().lower() for name in request.display_names if name.strip()}
+    return NameLookup(
+        aliases,
+        {key: row for key, row in read.by_key.items() if key in wanted_keys},
+        {name: rows for name, rows in read.by_display_name.items() if name in names},
+    )
 
 
 def person_prefix_matches(session: Session, agent_id: str, first_name: str) -> list[EntityRow]:

@@ -49,6 +49,17 @@ def _strip_hint(entity: ExtractedEntity) -> ExtractedEntity:
     return ExtractedEntity(name=match.group("name").strip(), type="person", aliases=entity.aliases)
 
 
+def name_lookup_request(entities: Sequence[ExtractedEntity]) -> repository.NameRequest:
+    """What :func:`resolve_entities` looks up for ``entities``: their names as aliases, their keys, their names."""
+    cleaned = [_strip_hint(entity) for entity in entities]
+    slug_keys = {normalize_alias(e.name): entity_key(e.type, e.name) for e in cleaned}
+    return repository.NameRequest(
+        aliases=[name for entity in cleaned for name in (entity.name, *entity.aliases)],
+        keys=list(slug_keys.values()),
+        display_names=[e.name for e in cleaned],
+    )
+
+
 def resolve_entities(
     ctx: WriteContext,
     session: Session,
@@ -59,8 +70,13 @@ def resolve_entities(
     entities: Sequence[ExtractedEntity],
     config: MemoryConfig,
     cache: SkillCache | None = None,
+    known: repository.NameLookup | None = None,
 ) -> ResolveStageOutput:
-    """Resolve every extracted entity (and the speaker) for ``agent_id``."""
+    """Resolve every extracted entity (and the speaker) for ``agent_id``.
+
+    ``known``: the answer of :func:`repository.lookup_names` for :func:`name_lookup_request`'s
+    request of these entities, when a chunk read it already (:func:`repository.lookup_names_many`).
+    """
     started = time.perf_counter()
     tokens = TokenCount()
     speaker_key, speaker_name = speaker_entity(speaker)
@@ -68,12 +84,13 @@ def resolve_entities(
     relationship_words = RELATIONSHIP_TERMS | {fold(word) for word in config.extra_relationship_hints}
     cleaned = [_strip_hint(entity) for entity in entities]
 
-    names = [name for entity in cleaned for name in (entity.name, *entity.aliases)]
     slug_keys = {normalize_alias(e.name): entity_key(e.type, e.name) for e in cleaned}
-    # Aliases, keys and display names in one round trip (they were three statements per message).
-    known = repository.lookup_names(
-        session, agent_id, aliases=names, keys=slug_keys.values(), display_names=[e.name for e in cleaned]
-    )
+    if known is None:
+        # Aliases, keys and display names in one round trip (they were three statements per message).
+        request = name_lookup_request(entities)
+        known = repository.lookup_names(
+            session, agent_id, aliases=request.aliases, keys=request.keys, display_names=request.display_names
+        )
     alias_hits, key_hits, display_hits = known.aliases, known.by_key, known.by_display_name
 
     resolved: list[ResolvedEntity] = []
