@@ -410,6 +410,21 @@ def test_informed_extraction_decides_what_it_saw_and_reconciliation_asks_only_ab
     }
 
 
+def _post_as_rafael(path: WritePath, message: str, minutes: int) -> str:
+    """Post ``message`` by Rafael in session s1, ``minutes`` after 1 May 2024 09:00 UTC; its event id."""
+    response = path.client.post(
+        f"/v1/agents/{path.agent_id}/messages",
+        json={
+            "message": message,
+            "speaker_name": "Rafael",
+            "occurred_at": (datetime(2024, 5, 1, 9, 0, tzinfo=UTC) + timedelta(minutes=minutes)).isoformat(),
+            "session_id": "s1",
+        },
+    )
+    assert response.status_code == 202, response.text
+    return str(response.json()["event_id"])
+
+
 def test_facts_written_after_extraction_read_memory_cost_no_reconcile_call(unbatched: ReconcilePath) -> None:
     # A message whose extraction read memory before another message of the agent was applied
     # could not be shown that message's facts. They are no reason for a reconcile call: upsert
@@ -420,27 +435,13 @@ def test_facts_written_after_extraction_read_memory_cost_no_reconcile_call(unbat
     path = unbatched.path
     release = threading.Event()
     model.held["I moved to Porto"] = release
-    start = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
 
-    def post(message: str, minutes: int) -> str:
-        response = path.client.post(
-            f"/v1/agents/{path.agent_id}/messages",
-            json={
-                "message": message,
-                "speaker_name": "Rafael",
-                "occurred_at": (start + timedelta(minutes=minutes)).isoformat(),
-                "session_id": "s1",
-            },
-        )
-        assert response.status_code == 202, response.text
-        return str(response.json()["event_id"])
-
-    later = post("I moved to Porto", 10)
+    later = _post_as_rafael(path, "I moved to Porto", 10)
     deadline = datetime.now(UTC) + timedelta(seconds=60)
     while "I moved to Porto" not in model.asked:  # its extraction has read memory (nothing yet)
         assert datetime.now(UTC) < deadline
         threading.Event().wait(0.05)
-    earlier = post("I live in Lisbon", 0)
+    earlier = _post_as_rafael(path, "I live in Lisbon", 0)
     assert path.wait([earlier]) == {earlier: "done"}
     release.set()
     assert path.wait([later]) == {later: "done"}
@@ -471,20 +472,6 @@ def test_a_fact_committed_after_extraction_read_memory_by_an_older_transaction_c
     path = unbatched.path
     release = threading.Event()
     model.held["I moved to Porto"] = release
-    start = datetime(2024, 5, 1, 9, 0, tzinfo=UTC)
-
-    def post(message: str, minutes: int) -> str:
-        response = path.client.post(
-            f"/v1/agents/{path.agent_id}/messages",
-            json={
-                "message": message,
-                "speaker_name": "Rafael",
-                "occurred_at": (start + timedelta(minutes=minutes)).isoformat(),
-                "session_id": "s1",
-            },
-        )
-        assert response.status_code == 202, response.text
-        return str(response.json()["event_id"])
 
     def waiting_for_the_agent_lock() -> int:
         rows = path.memory.rows("SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
@@ -501,9 +488,9 @@ def test_a_fact_committed_after_extraction_read_memory_by_an_older_transaction_c
         holder.execute(
             text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))"), {"key": f"arandu:{path.agent_id}"}
         )
-        earlier = post("I live in Lisbon", 0)
+        earlier = _post_as_rafael(path, "I live in Lisbon", 0)
         until(lambda: waiting_for_the_agent_lock() == 1)  # its apply transaction has begun, and waits
-        later = post("I moved to Porto", 10)
+        later = _post_as_rafael(path, "I moved to Porto", 10)
         until(lambda: "I moved to Porto" in model.asked)  # its extraction has read memory (nothing yet)
         holder.commit()  # Lisbon is applied and committed now, after the read
     assert path.wait([earlier]) == {earlier: "done"}
