@@ -10,6 +10,7 @@ under the agent's advisory lock.
 from __future__ import annotations
 
 import functools
+import logging
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -81,6 +82,8 @@ from memory_core.write.upsert import (
 )
 
 StageOutcome = Literal["completed", "skipped", "missing"]
+
+logger = logging.getLogger(__name__)
 
 
 @contextmanager
@@ -551,23 +554,27 @@ def _extract_pre_read(
     """Every message's vector, and its known entities' closest facts read in one statement for the chunk.
 
     Nothing a chunk's extraction does writes facts, so the lists are those each message would
-    read on its own (a snapshot taken a little earlier, as the alias lookups already are).
+    read on its own (a snapshot taken a little earlier, as the alias lookups already are). A
+    message the embedder refuses gets none: its own preparation asks again and fails alone, so
+    the chunk's other messages go on.
     """
-    configs = [ctx.config_for(run.options, run.agent_config) for run in ready]
-    vectors = [ctx.embedder.embed_one(run.text) for run in ready]
+    embedded: list[tuple[RunView, list[float] | None]] = []
+    for run in ready:
+        try:
+            embedded.append((run, ctx.embedder.embed_one(run.text)))
+        except Exception:  # its own preparation embeds it again and fails alone, as it always did
+            logger.debug("embedding %s ahead failed; left to its own preparation", run.event_id, exc_info=True)
     closest = chunk_closest_facts(
         session,
         known,
         [
-            (run.agent_id, run.text, run.speaker, vector, config)
-            for run, vector, config in zip(ready, vectors, configs, strict=True)
+            (run.agent_id, run.text, run.speaker, vector, ctx.config_for(run.options, run.agent_config))
+            for run, vector in embedded
         ],
     )
     # Right after the one statement that read them: what a reconcile call need not be asked about.
     read = read_point(session) if ctx.skills.kind == "llm" else None
-    return {
-        run.event_id: PreRead(vector, facts, read) for run, vector, facts in zip(ready, vectors, closest, strict=True)
-    }
+    return {run.event_id: PreRead(vector, facts, read) for (run, vector), facts in zip(embedded, closest, strict=True)}
 
 
 def _compute_all(
