@@ -8,33 +8,21 @@ per agent (``lookup_names_many``); each message's answer must be the one its own
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import pytest
 from sqlalchemy import event, text
 from sqlalchemy.orm import Session
 
 from memory_core.cognition.models import ExtractedEntity
 from memory_core.config import MemoryConfig
 from memory_core.db.vectors import vector_param
-from memory_core.settings import Settings
 from memory_core.write import repository
-from memory_core.write.context import WriteContext, build_write_context
+from memory_core.write.context import WriteContext
 from memory_core.write.extract import chunk_closest_facts, chunk_known_aliases, known_entities_for
 from memory_core.write.resolve import name_lookup_request
 
 START = datetime(2025, 1, 1, tzinfo=UTC)
-
-
-@pytest.fixture
-def context(settings: Settings) -> Iterator[WriteContext]:
-    built = build_write_context(settings)
-    try:
-        yield built
-    finally:
-        built.close()
 
 
 class StatementCounter:

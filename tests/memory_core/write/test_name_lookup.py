@@ -3,24 +3,13 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 
 import pytest
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from memory_core.settings import Settings
 from memory_core.write import repository
-from memory_core.write.context import WriteContext, build_write_context
-
-
-@pytest.fixture
-def context(settings: Settings) -> Iterator[WriteContext]:
-    built = build_write_context(settings)
-    try:
-        yield built
-    finally:
-        built.close()
+from memory_core.write.context import WriteContext
 
 
 def _seed(session: Session, agent: str) -> None:
