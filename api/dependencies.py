@@ -138,8 +138,12 @@ class ApiState:
         if self.intake is None:
             return self.enqueue(event_ids)
         try:
-            if self.intake.push(event_ids):
-                self.celery.signature("ingest.collect", immutable=True).apply_async()
+            pushed = self.intake.push(event_ids)
+            if pushed.publish_collector:
+                # A message without company starts at once: nobody is coming to share its chunk.
+                self.celery.signature(
+                    "ingest.collect", kwargs={"wait": pushed.has_company}, immutable=True
+                ).apply_async()
         except Exception as error:
             logger.warning(
                 "could not queue %d event(s) for a collector (%s: %s); the sweeper will re-enqueue them",

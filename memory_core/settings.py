@@ -293,7 +293,8 @@ class Settings(BaseSettings):
     # :attr:`Settings.chunk_size`).
     pipeline_chunk_size: int | None = Field(default=None, ge=1, le=500)
     # Single messages (POST .../messages) wait up to this long for others to share a chunk with
-    # (any agents); a full chunk starts at once. 0 = each message is a chain of its own at once.
+    # (any agents), when another arrived within this long before them (a lone one starts at
+    # once); a full chunk starts at once. 0 = each message is a chain of its own at once.
     pipeline_intake_wait_ms: float = Field(default=300.0, ge=0, le=10_000)
     # Single messages per chunk: a chain's fixed cost (four task deliveries, eight transactions)
     # shared by more messages; an agent's lock is held only for its own messages' apply.

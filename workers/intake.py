@@ -8,6 +8,12 @@ to a Redis list (one round trip) and, when no collector is pending, publishes on
 longest wait has passed, then starts one chain per chunk; chunks may mix agents (the upsert
 locks every agent of its chunk, in sorted order).
 
+The wait only pays when other messages are arriving. A message with no company (none came in
+the longest wait before it: one agent writing and waiting for each turn, a quiet deployment)
+starts its chunk at once instead of waiting for messages that are not coming; the cost is
+one chunk of its own, which only a rate too low to load anything produces. The first message
+of a burst goes alone; the ones behind it find company and wait as before.
+
 Nothing is lost if any of this fails: the event and its run are committed before the id is
 pushed, and the Beat sweeper both drains the list and re-enqueues runs that stay idle.
 The pending flag expires, so a collector whose publish failed is replaced by the next push.
@@ -17,6 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import redis
 
@@ -32,13 +39,31 @@ POLL_S = 0.01
 TAKE_LIMIT = 500
 
 
-class IntakeQueue:
-    """The list of committed single-message events waiting for a collector, on the broker's Redis."""
+# The last arrival's stamp outlives any wait worth configuring (the setting's bound is 10 s).
+LAST_ARRIVAL_TTL_MS = 60_000
 
-    def __init__(self, client: redis.Redis, key_prefix: str = "") -> None:
+
+@dataclass(frozen=True)
+class Pushed:
+    """What a push found: whether the caller must publish a collector, and whether that one should wait."""
+
+    publish_collector: bool
+    has_company: bool
+
+
+class IntakeQueue:
+    """The list of committed single-message events waiting for a collector, on the broker's Redis.
+
+    ``wait_ms``: the collectors' longest wait (``pipeline_intake_wait_ms``); a push finds
+    company when another push came less than that long before it.
+    """
+
+    def __init__(self, client: redis.Redis, key_prefix: str = "", *, wait_ms: float = 0.0) -> None:
         self.client = client
+        self.wait_ms = wait_ms
         self.list_key = f"{key_prefix}arandu:intake:events"
         self.pending_key = f"{key_prefix}arandu:intake:collector"
+        self.last_arrival_key = f"{key_prefix}arandu:intake:last-arrival-ms"
 
     @classmethod
     def for_settings(cls, settings: Settings, *, producer: bool = True) -> IntakeQueue | None:
@@ -49,15 +74,29 @@ class IntakeQueue:
         """
         if not is_redis_url(settings.broker_url) or (producer and settings.pipeline_intake_wait_ms <= 0):
             return None
-        return cls(redis_client_for(settings.broker_url), settings.broker_key_prefix or "")
+        return cls(
+            redis_client_for(settings.broker_url),
+            settings.broker_key_prefix or "",
+            wait_ms=settings.pipeline_intake_wait_ms,
+        )
 
-    def push(self, event_ids: Sequence[str]) -> bool:
-        """Append ``event_ids``; True when the caller must publish a collector (none is pending)."""
+    def push(self, event_ids: Sequence[str]) -> Pushed:
+        """Append ``event_ids`` and stamp their arrival, in one round trip.
+
+        ``publish_collector``: none is pending, the caller must publish one. ``has_company``:
+        another push came within the longest wait before this one (several ids pushed at
+        once keep each other company), so waiting is likely to fill the chunk further.
+        """
+        now_ms = int(time.time() * 1000)
         pipe = self.client.pipeline(transaction=False)
         pipe.rpush(self.list_key, *event_ids)
         pipe.set(self.pending_key, b"1", nx=True, px=PENDING_TTL_MS)
-        _, claimed = pipe.execute()
-        return bool(claimed)
+        pipe.getset(self.last_arrival_key, now_ms)
+        pipe.pexpire(self.last_arrival_key, LAST_ARRIVAL_TTL_MS)
+        _, claimed, previous, _ = pipe.execute()
+        # Clocks of several API hosts may disagree by a little: a stamp "from the future" is company too.
+        recent = previous is not None and now_ms - int(previous) < self.wait_ms
+        return Pushed(publish_collector=bool(claimed), has_company=recent or len(event_ids) > 1)
 
     def wait_for(self, count: int, deadline: float) -> None:
         """Return once ``count`` ids are waiting or at ``deadline`` (``time.monotonic()``)."""

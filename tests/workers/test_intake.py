@@ -95,6 +95,41 @@ def test_single_messages_of_several_agents_are_processed_in_shared_chunks(write_
     memory.close()
 
 
+def test_a_message_without_company_starts_at_once_and_one_with_company_waits_for_more(
+    write_settings: Settings,
+) -> None:
+    # A long wait and a chunk of three: a lone message held for the wait would take 6 s.
+    slow = write_settings.model_copy(update={"pipeline_intake_wait_ms": 6000, "pipeline_intake_chunk_size": 3})
+    app = isolated_app(slow)
+    own: Settings = app.arandu_settings  # type: ignore[attr-defined]
+    agent = f"agent-{uuid.uuid4().hex[:8]}"
+    headers = {"Authorization": f"Bearer {API_KEY}"}
+
+    def post(client: httpx.Client, message: str) -> str:
+        response = client.post(f"/v1/agents/{agent}/messages", json={"message": message, "speaker_name": "Rafael"})
+        assert response.status_code == 202, response.text
+        return str(response.json()["event_id"])
+
+    with (
+        serve_api(own) as base_url,
+        httpx.Client(base_url=base_url, headers=headers, timeout=30) as client,
+        running_worker(app, concurrency=4),
+    ):
+        started = time.monotonic()
+        alone = post(client, "Eu moro em Recife.")
+        # Nobody else is writing: the message is in memory long before the wait would end.
+        assert wait_for_runs(own.database_url, [alone], timeout_s=30) == {alone: "done"}
+        assert time.monotonic() - started < 4.5
+        # The next two come within the wait of the first and of each other: their collector
+        # waits, and the second, a second later, joins the first's chunk.
+        first = post(client, "Eu trabalho na Vertix.")
+        time.sleep(1.0)
+        second = post(client, "Eu gosto de jazz.")
+        assert wait_for_runs(own.database_url, [first, second], timeout_s=60) == dict.fromkeys([first, second], "done")
+    assert _task_runs(app, "ingest.collect") == 2
+    assert _task_runs(app, "ingest.extract") == 2
+
+
 def _accept(context: WriteContext, agent: str, message: str) -> uuid.UUID:
     with context.sessions.begin() as session:
         accepted = accept_messages(session, agent, [IncomingMessage(message=message, speaker_name="Marina")])
@@ -149,7 +184,7 @@ def test_the_sweeper_starts_messages_whose_collector_was_lost(write_settings: Se
     try:
         event_id = str(_accept(context, f"agent-{uuid.uuid4().hex[:8]}", "Eu trabalho na Vertix."))
         # The push claimed the collector, whose publication then failed: nobody will take the id.
-        assert intake.push([event_id]) is True
+        assert intake.push([event_id]).publish_collector is True
         with running_worker(app, concurrency=2):
             time.sleep(0.5)
             assert intake.depth() == 1

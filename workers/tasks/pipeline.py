@@ -280,9 +280,12 @@ def register_pipeline_tasks(app: Celery) -> None:
         return len(chunks)
 
     @app.task(name="ingest.collect", bind=True, shared=False, max_retries=None)
-    def collect(self: Task) -> int:
-        """Start the single messages the API queued for coalescing, in chunks (see :mod:`workers.intake`)."""
-        return collect_intake(self.app, wait=True)
+    def collect(self: Task, wait: bool = True) -> int:
+        """Start the single messages the API queued for coalescing, in chunks (see :mod:`workers.intake`).
+
+        ``wait``: let the list fill first (the API says so when the message had company).
+        """
+        return collect_intake(self.app, wait=wait)
 
     @app.task(name="apply.sweep_stuck_runs", bind=True, shared=False, max_retries=None)
     def sweep_stuck_runs(self: Task, limit: int = 1000) -> int:
