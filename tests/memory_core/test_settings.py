@@ -111,11 +111,13 @@ def test_plain_postgresql_url_gets_the_psycopg_driver() -> None:
     assert settings.sqlalchemy_url == "postgresql+psycopg://u:p@db:5432/arandu"
 
 
-def test_chunks_are_long_with_the_offline_rules_short_with_an_llm_unless_set(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_chunks_are_64_events_whatever_the_skills_unless_set(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     assert load_settings().chunk_size == 64
     monkeypatch.setenv("ARANDU_LLM_PROVIDER", "openai")
     monkeypatch.setenv("ARANDU_LLM_BASE_URL", "http://127.0.0.1:11434/v1")
-    assert load_settings().chunk_size == 16
+    assert load_settings().chunk_size == 64
     monkeypatch.setenv("ARANDU_PIPELINE_CHUNK_SIZE", "40")
     assert load_settings().chunk_size == 40
     monkeypatch.setenv("ARANDU_PIPELINE_CHUNK_SIZE", "0")
