@@ -26,6 +26,7 @@ from sqlalchemy.orm import Session
 
 from memory_core.agent_config import load_agent_overrides
 from memory_core.db.vectors import vector_array
+from memory_core.write.active_facts_view import ActiveFactsView
 from memory_core.write.batching import BatchMember, extract_in_batches
 from memory_core.write.context import WriteContext
 from memory_core.write.embedding_prefetch import answered_fact_texts, prefetch_embeddings, with_chunk_embeddings
@@ -702,7 +703,13 @@ class _Counters:
 
 
 def _apply_one(
-    ctx: WriteContext, session: Session, run: RunView, counters: _Counters, *, guarded: bool
+    ctx: WriteContext,
+    session: Session,
+    run: RunView,
+    counters: _Counters,
+    *,
+    guarded: bool,
+    facts_view: ActiveFactsView | None = None,
 ) -> StageCompletion:
     started = time.perf_counter()
     extract = ExtractStageOutput.model_validate(run.stage_outputs["extract"])
@@ -720,6 +727,7 @@ def _apply_one(
         offline=ctx.skills.kind == "offline",
         counters=False,
         guard_facts=guarded,
+        facts_view=facts_view,
     )
     counters.add(
         _Counters(
@@ -763,11 +771,13 @@ def _apply_runs(
     """
     completions: list[StageCompletion] = []
     counters: dict[str, _Counters] = {}
+    # Unguarded, any failure rolls the whole chunk back, this view with it.
+    facts_view = None if guarded else ActiveFactsView(session)
     for run in ready:
         applied = _Counters()
         if not guarded or len(ready) == 1:
             # Alone, a failure rolls the whole transaction back: no savepoint needed.
-            completions.append(_apply_one(ctx, session, run, applied, guarded=guarded))
+            completions.append(_apply_one(ctx, session, run, applied, guarded=guarded, facts_view=facts_view))
         else:
             try:
                 # One message failing (its savepoint rolled back) must not hold back the rest of the chunk.

@@ -29,6 +29,7 @@ from memory_core.config import MemoryConfig
 from memory_core.db.statements import sql
 from memory_core.db.vectors import vector_array, vector_param
 from memory_core.write import repository
+from memory_core.write.active_facts_view import ActiveFactsView
 from memory_core.write.attribute_keys import ATTRIBUTE_CATALOGUE, is_single_valued
 from memory_core.write.directives import apply_directives
 from memory_core.write.naming import fold, normalize_alias
@@ -191,8 +192,17 @@ _INSERT_LINKS = sql(
 class Applier:
     """Applies one message's decisions inside the caller's locked transaction."""
 
-    def __init__(self, session: Session, run: RunView, config: MemoryConfig, *, provenance: str) -> None:
+    def __init__(
+        self,
+        session: Session,
+        run: RunView,
+        config: MemoryConfig,
+        *,
+        provenance: str,
+        facts_view: ActiveFactsView | None = None,
+    ) -> None:
         self.session = session
+        self.facts_view = facts_view
         self.provenance = provenance
         self.run = run
         self.agent_id = run.agent_id
@@ -285,6 +295,8 @@ class Applier:
         )
         fact.valid_to = at
         self.outcome.closed_facts.add(fact.fact_id)
+        if self.facts_view is not None:
+            self.facts_view.closed(self.agent_id, fact.fact_id)
 
     def _insert(
         self,
@@ -324,6 +336,16 @@ class Applier:
                 "source_context": decision.source_context,
             },
         )
+        if self.facts_view is not None and valid_to is None:
+            self.facts_view.inserted(
+                self.agent_id,
+                fact_id,
+                entity_key=decision.entity_key,
+                text=decision.text,
+                attribute_key=decision.attribute_key,
+                valid_from=self.occurred_at,
+                vector=decision.embedding,
+            )
         return fact_id
 
     def _change(self, decision: FactDecision, fact_id: uuid.UUID | None, **extra: Any) -> FactChange:
@@ -337,15 +359,27 @@ class Applier:
         )
 
     def _recheck(self, decision: FactDecision) -> FactDecision:
-        """Compare the decision with the active facts as they are now, under the lock."""
-        current = repository.closest_active_facts(
-            self.session,
-            self.agent_id,
-            decision.entity_key,
-            decision.embedding,
-            limit=10,
-            attribute_key=decision.attribute_key,
+        """Compare the decision with the active facts as they are now, under the lock.
+
+        Asked of the chunk's in-memory view when it holds the entity (the same answer without a
+        statement, see :mod:`memory_core.write.active_facts_view`), else of the database.
+        """
+        current = (
+            self.facts_view.closest(
+                self.agent_id, decision.entity_key, decision.embedding, limit=10, attribute_key=decision.attribute_key
+            )
+            if self.facts_view is not None
+            else None
         )
+        if current is None:
+            current = repository.closest_active_facts(
+                self.session,
+                self.agent_id,
+                decision.entity_key,
+                decision.embedding,
+                limit=10,
+                attribute_key=decision.attribute_key,
+            )
         active_ids = {candidate.fact_id for candidate in current}
         folded = _folded_text(decision.text)
         # "no longer likes jazz" is very similar to "likes jazz" yet ends it: never a repeat of it.
@@ -492,6 +526,9 @@ class Applier:
                 "agent": self.agent_id,
             },
         )
+        if self.facts_view is not None:
+            # Its wording, vector and start may have changed (the SQL above decides): read it again.
+            self.facts_view.forget(self.agent_id, target)
         self.outcome.unchanged.append(self._change(decision, uuid.UUID(target)))
         self.outcome.fact_for_decision[decision.index] = uuid.UUID(target)
 
@@ -902,6 +939,7 @@ def apply_message(
     offline: bool,
     counters: bool = True,
     guard_facts: bool = True,
+    facts_view: ActiveFactsView | None = None,
 ) -> ApplyOutcome:
     """Apply one message inside the caller's transaction (the caller holds the agent lock).
 
@@ -909,8 +947,16 @@ def apply_message(
     caller (a chunk updates them once for all its messages: both are sums, in any order).
     ``guard_facts=False`` writes each fact without a savepoint of its own: a failing fact then
     raises, and the caller must roll back and apply again guarded (see ``_upsert_chunk``).
+    ``facts_view``: the chunk's in-memory view of busy entities' active facts, kept current by
+    the writes here; only without guards (a fact's savepoint rolled back would leave it wrong).
     """
-    applier = Applier(session, run, config, provenance="rule" if offline else "llm")
+    applier = Applier(
+        session,
+        run,
+        config,
+        provenance="rule" if offline else "llm",
+        facts_view=None if guard_facts else facts_view,
+    )
     entities = applier.settle_entities(resolution)
     remap = {
         before.canonical_key: after.canonical_key
