@@ -124,7 +124,6 @@ class ActiveFactsView:
         self._too_large: set[tuple[str, str]] = set()
         self._entity_of: dict[tuple[str, str], tuple[str, str]] = {}
         self.loads = 0
-        self.answered = 0
 
     def closest(
         self,
@@ -183,7 +182,6 @@ class ActiveFactsView:
                 )
             )
         rows.sort(key=lambda row: (-row.similarity, row.fact_id))
-        self.answered += 1
         return rows
 
     def _load(self, key: tuple[str, str], dimensions: int) -> _Entity | None:
