@@ -49,6 +49,7 @@ import psutil
 import psycopg
 
 from ops.bench.common import (
+    BENCHMARK_ROLE,
     BenchStack,
     MachineInfo,
     append_results,
@@ -219,11 +220,19 @@ class Pass:
     cpu_s: float = math.nan
     # Cores used meanwhile by processes of neither the system nor the benchmark (a shared host).
     foreign_cores: float = math.nan
+    # CPU of the system's busiest process (PostgreSQL apart) over the pass, in cores: a Python
+    # process runs one thread at a time, so a figure near 1 says the process, not the host, is the bound.
+    busiest_process_cores: float = math.nan
 
     @property
     def rate(self) -> float:
         """Retrieves per second."""
         return len(self.latencies) / self.wall_s if self.wall_s > 0 else math.nan
+
+    @property
+    def busy_cores(self) -> float:
+        """CPU of the system's processes and PostgreSQL over the pass, in cores."""
+        return self.cpu_s / self.wall_s if self.wall_s > 0 else math.nan
 
     def recall(self, questions: Sequence[Question], k: int) -> float:
         """Mean share of each question's evidence turns among the first ``k`` ranked ids, in %."""
@@ -496,6 +505,15 @@ def _retrieve_pass(
     after = stack.cpu_snapshot()
     into.cpu_s = after.stack_seconds_since(before)
     into.foreign_cores = after.foreign_share(before)
+    # The roles are the stack's processes (the worker pools idle here); the embedded servers and
+    # the benchmark's own process are not the system's Python.
+    own_roles = {
+        role: seconds
+        for role, seconds in after.since(before).items()
+        if role not in ("postgres", "redis") and role != BENCHMARK_ROLE
+    }
+    if into.wall_s > 0:
+        into.busiest_process_cores = max(own_roles.values(), default=math.nan) / into.wall_s
     into.errors = outcome.errors[:3]
     for latency, status in zip(outcome.latencies, outcome.statuses, strict=True):
         if status == 200:
@@ -676,9 +694,12 @@ def _follow(
                 if results.get("figures_of") == "retrieve_formula":
                     # The figures of the pass before (mem0: one pass for both rows), its CPU with them.
                     target.cpu_s, target.foreign_cores = run.formula.cpu_s, run.formula.foreign_cores
+                    target.busiest_process_cores = run.formula.busiest_process_cores
                 else:
                     target.cpu_s = cpu_now.system_since(cpu_mark)
                     target.foreign_cores = cpu_now.foreign_since(cpu_mark)
+                    if target.wall_s > 0:
+                        target.busiest_process_cores = (cpu_now.runner - cpu_mark.runner) / target.wall_s
                 if results.get("note"):
                     run.notes.append(f"{run.name}: {results['note']}.")
             cpu_mark = cpu_now
@@ -837,6 +858,18 @@ def build_rows(runs: Sequence[SystemRun], workload: Workload) -> tuple[list[list
             each(lambda r: r.formula.cpu_s / len(r.formula.latencies) * 1000.0),
             LOWER,
             _fmt("{:,.1f}"),
+        ),
+        Measure(
+            "cores busy during that pass: the system's processes + PostgreSQL / its busiest process",
+            each(lambda r: r.formula.busy_cores),
+            HIGHER,
+            _fmt("{:.2f}"),
+            compare=False,
+            texts={
+                r.name: f"{r.formula.busy_cores:.2f} / {r.formula.busiest_process_cores:.2f}"
+                for r in runs
+                if not r.unavailable
+            },
         ),
         Measure(
             "other processes on the shared host during that pass (cores of 2)",

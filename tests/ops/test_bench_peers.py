@@ -92,11 +92,20 @@ def test_every_system_gets_the_same_extraction_and_the_same_embedding_geometry()
 
 
 def _run(
-    name: str, *, rate: float, calls: int, p95_ms: float, ranked: dict[str, list[str]], cpu_s: float = 0.1
+    name: str,
+    *,
+    rate: float,
+    calls: int,
+    p95_ms: float,
+    ranked: dict[str, list[str]],
+    cpu_s: float = 0.1,
+    busiest: float = 0.05,
 ) -> SystemRun:
     concurrent = Ingest(messages=100, wall_s=100 / rate, latencies=[1.0, 2.0], tally=Tally())
     concurrent.tally.calls["extract"] = calls
-    retrieved = Pass(latencies=[p95_ms / 1000.0] * 4, wall_s=1.0, ranked=ranked, cpu_s=cpu_s)
+    retrieved = Pass(
+        latencies=[p95_ms / 1000.0] * 4, wall_s=1.0, ranked=ranked, cpu_s=cpu_s, busiest_process_cores=busiest
+    )
     return SystemRun(name=name, concurrent=concurrent, formula=retrieved, default=retrieved)
 
 
@@ -108,7 +117,9 @@ def test_the_table_gives_ratios_to_the_better_peer_and_says_why_a_peer_did_not_r
         questions=[Question("a", "q0", 1, ("D1:1",)), Question("a", "q1", 1, ("D1:2", "D1:3"))],
     )
     ours = _run(OURS, rate=50.0, calls=20, p95_ms=40.0, ranked={"0": ["D1:1"], "1": ["D1:2", "D1:3"]}, cpu_s=0.1)
-    arandu = _run(ARANDU, rate=2.0, calls=250, p95_ms=100.0, ranked={"0": ["D1:1"], "1": ["D1:9"]}, cpu_s=0.2)
+    arandu = _run(
+        ARANDU, rate=2.0, calls=250, p95_ms=100.0, ranked={"0": ["D1:1"], "1": ["D1:9"]}, cpu_s=0.2, busiest=0.15
+    )
     mem0 = SystemRun(name=MEM0, unavailable="pip install failed: no matching distribution")
 
     rows, targets, notes = build_rows([ours, arandu, mem0], workload)
@@ -122,6 +133,9 @@ def test_the_table_gives_ratios_to_the_better_peer_and_says_why_a_peer_did_not_r
     # Four retrieves in each pass: 0.1 s and 0.2 s of CPU are 25 and 50 ms per retrieve.
     cpu = by_name["CPU per retrieve, LLM reranker off (ms; the system's processes + PostgreSQL)"]
     assert cpu[1:5] == ["25.0", "50.0", "could not run", "0.50x"]
+    # Over the 1 s pass: all the system's CPU, then its busiest process's, in cores (no ratio).
+    cores = by_name["cores busy during that pass: the system's processes + PostgreSQL / its busiest process"]
+    assert cores[1:5] == ["0.10 / 0.05", "0.20 / 0.15", "could not run", ""]
     assert capability_rows([ours, arandu, mem0])[0] == list(CAPABILITIES[0])
     assert [len(row) for row in capability_rows([ours])] == [2] * len(CAPABILITIES)
     assert targets == {
