@@ -35,7 +35,11 @@ if not (shutil.which(CHROMIUM) and shutil.which(CHROMEDRIVER)):  # pragma: no co
 os.environ.setdefault("SE_OFFLINE", "true")  # never let Selenium Manager download a driver
 
 from selenium import webdriver  # noqa: E402 - after SE_OFFLINE is set
-from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException  # noqa: E402
+from selenium.common.exceptions import (  # noqa: E402
+    NoSuchElementException,
+    StaleElementReferenceException,
+    WebDriverException,
+)
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
@@ -75,8 +79,17 @@ def screenshots(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def wait_for(driver: WebDriver, condition: Callable[[WebDriver], object], timeout_s: float = 20) -> None:
     # An element read while the page is being replaced goes stale: look again until the new page holds.
+    def settled(current: WebDriver) -> object:
+        try:
+            return condition(current)
+        except WebDriverException as error:
+            # Chromium may report such an element as a node outside the document rather than stale.
+            if "does not belong to the document" in (error.msg or ""):
+                return False
+            raise
+
     WebDriverWait(driver, timeout_s, ignored_exceptions=(NoSuchElementException, StaleElementReferenceException)).until(
-        condition
+        settled
     )
 
 
