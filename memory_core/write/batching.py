@@ -18,22 +18,20 @@ finishes every message as usual and finds those answers there. So
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
 from memory_core.cognition.models import BatchExtractionInput, BatchExtractionOutput
-from memory_core.cognition.skill import Skill, SkillOutputError
+from memory_core.cognition.skill import Skill
 from memory_core.db.statements import sql
-from memory_core.providers.errors import ProviderRequestError, ProviderResponseError, RetryableProviderError
+from memory_core.write.batch_calls import BatchCall, BatchTally, HalvingBatcher, call_shares, run_side_by_side
 from memory_core.write.context import WriteContext
 from memory_core.write.extract import CHARS_PER_TOKEN, BatchShare, PreparedExtraction
-from memory_core.write.schemas import SkillTokens, TokenCount
+from memory_core.write.schemas import TokenCount
 from memory_core.write.skill_calls import SkillCache
 
 # The lines around each message in a batch's prompt (its number, speaker, date), in characters.
@@ -60,12 +58,10 @@ class BatchMember:
 
 
 @dataclass
-class BatchOutcome:
+class BatchOutcome(BatchTally):
     """What the batches decided: messages answered (their share), and messages failed with a provider error."""
 
     shares: dict[uuid.UUID, BatchShare] = field(default_factory=dict)
-    failures: dict[uuid.UUID, Exception] = field(default_factory=dict)
-    calls: int = 0
 
 
 def _estimate_chars(member: BatchMember, shown: set[str]) -> int:
@@ -106,55 +102,6 @@ def plan_batches(members: Sequence[BatchMember], *, max_messages: int, max_token
     return batches
 
 
-def split_total(total: int, weights: Sequence[int]) -> list[int]:
-    """``total`` cut into integer parts proportional to ``weights`` (even when they are all zero)."""
-    if not weights:
-        return []
-    if sum(weights) <= 0:
-        weights = [1] * len(weights)
-    whole = sum(weights)
-    parts = [total * weight // whole for weight in weights]
-    for index in range(total - sum(parts)):
-        parts[index % len(parts)] += 1
-    return parts
-
-
-def call_shares(
-    usage: Any, input_weights: Sequence[int], answer_chars: Sequence[int], *, skill: str, failed: bool = False
-) -> list[TokenCount]:
-    """One call's tokens spread over its parts: the prompt by ``input_weights``, the answer by ``answer_chars``.
-
-    Each share carries its line of the usage accounting (``llm_usage``); the call itself (and its
-    failure, if it gave nothing usable) is counted on the first part's share only, so the shares
-    add up to one call. Batched extraction and batched reconciliation share this.
-    """
-    inputs = split_total(int(getattr(usage, "input_tokens", 0)), list(input_weights))
-    outputs = split_total(int(getattr(usage, "output_tokens", 0)), list(answer_chars))
-    cached = split_total(int(getattr(usage, "cached_input_tokens", 0)), [1] * len(inputs))
-    model = str(getattr(usage, "model", "") or "")
-    calls = int(getattr(usage, "calls", 1) or 1)
-    return [
-        TokenCount(
-            input_tokens=i,
-            output_tokens=o,
-            total_tokens=i + o,
-            cached_input_tokens=c,
-            by_skill=[
-                SkillTokens(
-                    skill=skill,
-                    model=model,
-                    calls=calls if position == 0 else 0,
-                    failures=1 if failed and position == 0 else 0,
-                    input_tokens=i,
-                    output_tokens=o,
-                    cached_input_tokens=c,
-                )
-            ],
-        )
-        for position, (i, o, c) in enumerate(zip(inputs, outputs, cached, strict=True))
-    ]
-
-
 def _token_shares(
     usage: Any, members: Sequence[BatchMember], answer_chars: Sequence[int], *, skill: str, failed: bool = False
 ) -> list[TokenCount]:
@@ -163,67 +110,33 @@ def _token_shares(
     return call_shares(usage, weights, answer_chars, skill=skill, failed=failed)
 
 
-class _Batcher:
-    """Runs one planned batch (and its halves when the answer is unusable as a whole)."""
+class _Batcher(HalvingBatcher[BatchMember, BatchExtractionInput, BatchExtractionOutput, BatchOutcome]):
+    """Extracts one planned batch of messages in one call (and its halves)."""
 
     def __init__(
         self,
-        ctx: WriteContext,
         skill: Skill[BatchExtractionInput, BatchExtractionOutput],
         store: Callable[[list[tuple[uuid.UUID, dict[str, Any]]]], None],
     ) -> None:
-        self.ctx = ctx
-        self.skill = skill
+        super().__init__(skill, BatchOutcome())
         self.store = store
-        self.outcome = BatchOutcome()
 
-    def run(self, members: list[BatchMember]) -> BatchOutcome:
-        """Extract ``members`` together; an outcome of this batch alone (threads merge them)."""
-        self._run(members)
-        return self.outcome
+    def batch_input(self, members: Sequence[BatchMember]) -> BatchExtractionInput:
+        return BatchExtractionInput(messages=[member.prepared.inputs[0] for member in members])
 
-    def _run(self, members: list[BatchMember]) -> None:
-        if len(members) < 2:
-            return  # alone: the usual single-message call
-        self.outcome.calls += 1
-        batch_id = uuid.uuid4().hex[:12]
-        started = time.perf_counter()
-        try:
-            outcome = self.skill.run(BatchExtractionInput(messages=[member.prepared.inputs[0] for member in members]))
-        except RetryableProviderError as error:
-            if error.is_throttling:
-                for member in members:
-                    self.outcome.failures[member.event_id] = error
-            return  # a timeout or a 5xx: each message alone, with the usual fallbacks
-        except ProviderRequestError as error:
-            for member in members:
-                self.outcome.failures[member.event_id] = error
-            return
-        except ProviderResponseError:
-            return
-        except SkillOutputError as error:
-            # Nothing usable (not JSON, cut short): smaller batches are likelier to come back whole.
-            spent = _token_shares(error.usage, members, [0] * len(members), skill=self.skill.name, failed=True)
-            self._charge(members, spent)
-            middle = len(members) // 2
-            self._run(members[:middle])
-            self._run(members[middle:])
-            return
-        answer = outcome.output
-        shares = _token_shares(outcome.usage, members, answer.shares or [0] * len(members), skill=self.skill.name)
-        duration_ms = round((time.perf_counter() - started) * 1000, 1)
+    def charge_unusable(self, members: Sequence[BatchMember], usage: Any) -> None:
+        spent = _token_shares(usage, members, [0] * len(members), skill=self.skill.name, failed=True)
+        self._charge(members, spent)
+
+    def take_answer(
+        self, members: Sequence[BatchMember], output: BatchExtractionOutput, usage: Any, call: BatchCall
+    ) -> None:
+        shares = _token_shares(usage, members, output.shares or [0] * len(members), skill=self.skill.name)
         stored: list[tuple[uuid.UUID, dict[str, Any]]] = []
-        failed: list[BatchMember] = []
-        for position, (member, result) in enumerate(zip(members, answer.results, strict=True)):
-            info = {
-                "id": batch_id,
-                "index": position + 1,
-                "size": len(members),
-                "duration_ms": duration_ms,
-            }
+        for position, (member, result) in enumerate(zip(members, output.results, strict=True)):
+            info = call.info(position)
             if result is None:
-                info["error"] = answer.errors[position]
-                failed.append(member)
+                info["error"] = output.errors[position]
                 self._charge([member], [shares[position]])
                 continue
             value = {"output": result.model_dump(mode="json"), "tokens": shares[position].model_dump(), "batch": info}
@@ -294,14 +207,11 @@ def extract_in_batches(
     store = store_batch_answers(ctx, key, caches)
 
     def run(batch: list[BatchMember]) -> BatchOutcome:
-        return _Batcher(ctx, skill, store).run(batch)
+        return _Batcher(skill, store).run(batch)
 
-    parallel = min(len(batches), settings.pipeline_chunk_parallelism)
-    if parallel > 1:
-        with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="arandu-batch") as pool:
-            outcomes = list(pool.map(run, batches))
-    else:
-        outcomes = [run(batch) for batch in batches]
+    outcomes = run_side_by_side(
+        batches, run, parallelism=settings.pipeline_chunk_parallelism, thread_prefix="arandu-batch"
+    )
     for outcome in outcomes:
         total.shares.update(outcome.shares)
         total.failures.update(outcome.failures)

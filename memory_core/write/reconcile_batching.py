@@ -20,20 +20,17 @@ decisions there. So
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
 from memory_core.cognition.models import BatchReconcileInput, BatchReconcileOutput
-from memory_core.cognition.skill import Skill, SkillOutputError
+from memory_core.cognition.skill import Skill
 from memory_core.db.statements import sql
-from memory_core.providers.errors import ProviderRequestError, ProviderResponseError, RetryableProviderError
-from memory_core.write.batching import call_shares
+from memory_core.write.batch_calls import BatchCall, BatchTally, HalvingBatcher, call_shares, run_side_by_side
 from memory_core.write.context import WriteContext
 from memory_core.write.extract import CHARS_PER_TOKEN
 from memory_core.write.reconcile import ReconcileRequest
@@ -66,12 +63,10 @@ class ReconcileMember:
 
 
 @dataclass
-class ReconcileBatchOutcome:
+class ReconcileBatchOutcome(BatchTally):
     """What the batches cost each run (tokens), the runs failed with a provider error, and the calls made."""
 
     tokens: dict[uuid.UUID, TokenCount] = field(default_factory=dict)
-    failures: dict[uuid.UUID, Exception] = field(default_factory=dict)
-    calls: int = 0
 
     def charge(self, event_id: uuid.UUID, tokens: TokenCount) -> None:
         """Count ``tokens`` on the run of ``event_id``."""
@@ -131,62 +126,40 @@ def _token_shares(
     return call_shares(usage, weights, answer_chars, skill=skill, failed=failed)
 
 
-class _Batcher:
-    """Runs one planned batch (and its halves when the answer is unusable as a whole)."""
+class _Batcher(HalvingBatcher[ReconcileMember, BatchReconcileInput, BatchReconcileOutput, ReconcileBatchOutcome]):
+    """Decides one planned batch of facts in one call (and its halves)."""
 
     def __init__(
         self,
         skill: Skill[BatchReconcileInput, BatchReconcileOutput],
         store: Callable[[list[tuple[uuid.UUID, str, dict[str, Any]]]], None],
     ) -> None:
-        self.skill = skill
+        super().__init__(skill, ReconcileBatchOutcome())
         self.store = store
-        self.outcome = ReconcileBatchOutcome()
 
-    def run(self, members: list[ReconcileMember]) -> ReconcileBatchOutcome:
-        """Decide ``members`` together; an outcome of this batch alone (threads merge them)."""
-        self._run(members)
-        return self.outcome
+    def batch_input(self, members: Sequence[ReconcileMember]) -> BatchReconcileInput:
+        return BatchReconcileInput(items=[member.request.skill_input for member in members])
 
-    def _run(self, members: list[ReconcileMember]) -> None:
-        if len(members) < 2:
-            return  # alone: the usual single-fact call
-        self.outcome.calls += 1
-        batch_id = uuid.uuid4().hex[:12]
-        started = time.perf_counter()
-        try:
-            outcome = self.skill.run(BatchReconcileInput(items=[member.request.skill_input for member in members]))
-        except RetryableProviderError as error:
-            if error.is_throttling:
-                for member in members:
-                    self.outcome.failures[member.event_id] = error
-            return  # a timeout or a 5xx: each fact alone, with the usual fallback
-        except ProviderRequestError as error:
-            for member in members:
-                self.outcome.failures[member.event_id] = error
-            return
-        except ProviderResponseError:
-            return
-        except SkillOutputError as error:
-            # Nothing usable (not JSON, cut short): smaller batches are likelier to come back whole.
-            spent_shares = _token_shares(error.usage, members, [0] * len(members), skill=self.skill.name, failed=True)
-            for member, spent in zip(members, spent_shares, strict=True):
-                self.outcome.charge(member.event_id, spent)
-            middle = len(members) // 2
-            self._run(members[:middle])
-            self._run(members[middle:])
-            return
-        answer = outcome.output
-        shares = _token_shares(outcome.usage, members, answer.shares or [0] * len(members), skill=self.skill.name)
-        duration_ms = round((time.perf_counter() - started) * 1000, 1)
+    def charge_unusable(self, members: Sequence[ReconcileMember], usage: Any) -> None:
+        spent_shares = _token_shares(usage, members, [0] * len(members), skill=self.skill.name, failed=True)
+        for member, spent in zip(members, spent_shares, strict=True):
+            self.outcome.charge(member.event_id, spent)
+
+    def take_answer(
+        self, members: Sequence[ReconcileMember], output: BatchReconcileOutput, usage: Any, call: BatchCall
+    ) -> None:
+        shares = _token_shares(usage, members, output.shares or [0] * len(members), skill=self.skill.name)
         stored: list[tuple[uuid.UUID, str, dict[str, Any]]] = []
-        for position, (member, result) in enumerate(zip(members, answer.results, strict=True)):
+        for position, (member, result) in enumerate(zip(members, output.results, strict=True)):
             # Spent whether or not the decision is usable: the run pays its share either way.
             self.outcome.charge(member.event_id, shares[position])
             if result is None:
                 continue  # decided alone afterwards
-            info = {"id": batch_id, "index": position + 1, "size": len(members), "duration_ms": duration_ms}
-            value = {"output": result.model_dump(mode="json"), "tokens": shares[position].model_dump(), "batch": info}
+            value = {
+                "output": result.model_dump(mode="json"),
+                "tokens": shares[position].model_dump(),
+                "batch": call.info(position),
+            }
             stored.append((member.event_id, member.request.cache_key, value))
         if stored:
             self.store(stored)
@@ -249,12 +222,9 @@ def reconcile_in_batches(
     def run(batch: list[ReconcileMember]) -> ReconcileBatchOutcome:
         return _Batcher(skill, store).run(batch)
 
-    parallel = min(len(batches), settings.pipeline_chunk_parallelism)
-    if parallel > 1:
-        with ThreadPoolExecutor(max_workers=parallel, thread_name_prefix="arandu-reconcile-batch") as pool:
-            outcomes = list(pool.map(run, batches))
-    else:
-        outcomes = [run(batch) for batch in batches]
+    outcomes = run_side_by_side(
+        batches, run, parallelism=settings.pipeline_chunk_parallelism, thread_prefix="arandu-reconcile-batch"
+    )
     for outcome in outcomes:
         total.add(outcome)
     return total
