@@ -238,6 +238,10 @@ class Settings(BaseSettings):
     apply_processes: int = Field(default=2, ge=1, le=16)
     # API processes ./ops/dev starts on the one port (SO_REUSEPORT): each is one GIL.
     api_processes: int = Field(default=2, ge=1, le=16)
+    # Server processes one `python -m api` runs on its port under uvicorn's supervisor (which
+    # replaces one that dies): how a container's API uses more than one core. ./ops/dev starts
+    # ARANDU_API_PROCESSES single-process APIs instead and runs each with 1.
+    api_workers: int = Field(default=1, ge=1, le=64)
     maintenance_concurrency: int = Field(default=1, ge=1, le=64)
     # A maintenance task not started this long after it was sent is dropped, and its run guard released.
     maintenance_task_expires_s: float = Field(default=3600.0, ge=10, le=7 * 24 * 3600)

@@ -51,6 +51,8 @@ class Child:
     log_path: Path
     popen: subprocess.Popen[bytes] | None = None
     restarts: list[float] = field(default_factory=list)
+    # Settings of this process alone, over the stack's environment.
+    own_env: dict[str, str] = field(default_factory=dict)
     _log: IO[bytes] | None = field(default=None, repr=False)
 
     def start(self, env: dict[str, str]) -> None:
@@ -58,7 +60,7 @@ class Child:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = self.log_path.open("ab")
         self.popen = subprocess.Popen(
-            self.argv, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
+            self.argv, env={**env, **self.own_env}, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
         )
 
     def alive(self) -> bool:
@@ -175,7 +177,10 @@ class DevStack:
             ("flower", [python, "-m", "workers", "flower"]),
         ]
         for name, argv in specs:
-            child = Child(name, argv, logs / f"{name}.log")
+            # The stack runs its API processes one by one (each its own role in the logs and the
+            # benchmarks' CPU figures), so none supervises processes of its own.
+            own_env = {"ARANDU_API_WORKERS": "1"} if name.startswith("api") else {}
+            child = Child(name, argv, logs / f"{name}.log", own_env=own_env)
             child.start(self.env)
             self.children.append(child)
 

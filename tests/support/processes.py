@@ -39,6 +39,15 @@ def run_module(module_args: list[str], env: dict[str, str], timeout_s: float = 6
 @contextmanager
 def running_api(env: dict[str, str], port: int, timeout_s: float = 30) -> Iterator[str]:
     """Start ``python -m api`` and yield its base URL once /healthz answers; stop it afterwards."""
+    with running_api_process(env, port, timeout_s) as (base_url, _):
+        yield base_url
+
+
+@contextmanager
+def running_api_process(
+    env: dict[str, str], port: int, timeout_s: float = 30
+) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """:func:`running_api`, yielding the process too."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "api"],
         env=env,
@@ -62,7 +71,7 @@ def running_api(env: dict[str, str], port: int, timeout_s: float = 30) -> Iterat
             if time.monotonic() > deadline:
                 raise RuntimeError("api did not answer /healthz in time")
             time.sleep(0.1)
-        yield base_url
+        yield base_url, proc
     finally:
         proc.terminate()
         try:
