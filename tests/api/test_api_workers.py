@@ -11,7 +11,7 @@ from typing import TypeVar
 import httpx
 import psutil
 
-from tests.support.processes import run_module, running_api_process, service_env
+from tests.support.processes import running_api_process, service_env
 from tests.support.services import TestServices, free_port
 
 T = TypeVar("T")
@@ -92,20 +92,3 @@ def test_the_api_serves_from_its_workers_replaces_one_that_dies_and_stops_them_a
     assert api.returncode == 0
     _, alive = psutil.wait_procs(replaced, timeout=10)
     assert not alive, f"server processes left running: {[p.pid for p in alive]}"
-
-
-def test_supervised_workers_refuse_a_database_built_for_another_embedding_dimension(
-    migrated_database_url: str, services: TestServices, tmp_path: Path
-) -> None:
-    env = service_env(
-        database_url=migrated_database_url,
-        broker_url=services.broker_url,
-        api_port=free_port(),
-        api_workers=2,
-        embedding_dimensions=1536,
-        home=tmp_path,
-    )
-    result = run_module(["api"], env)
-    assert result.returncode == 2
-    assert "384" in result.stderr
-    assert "1536" in result.stderr

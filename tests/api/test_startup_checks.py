@@ -4,19 +4,23 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.support.processes import run_module, service_env
 from tests.support.services import TestServices, free_port
 
 PLAIN_POSTGRES_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 
 
+@pytest.mark.parametrize("api_workers", [1, 2])
 def test_api_refuses_a_database_built_for_another_embedding_dimension(
-    migrated_database_url: str, services: TestServices, tmp_path: Path
+    migrated_database_url: str, services: TestServices, tmp_path: Path, api_workers: int
 ) -> None:
     env = service_env(
         database_url=migrated_database_url,
         broker_url=services.broker_url,
         api_port=free_port(),
+        api_workers=api_workers,
         embedding_dimensions=1536,
         home=tmp_path,
     )
