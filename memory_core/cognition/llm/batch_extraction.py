@@ -20,9 +20,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pydantic import BaseModel, ValidationError, model_validator
+from pydantic import BaseModel, model_validator
 
 from memory_core.cognition.llm.extraction import _ExtractionAnswer, _header, _message_block, known_block, to_output
+from memory_core.cognition.llm.numbered_answers import sort_numbered
 from memory_core.cognition.llm.prompts import BATCH_EXTRACTION_PROMPT
 from memory_core.cognition.llm_skill import LLMSkill
 from memory_core.cognition.models import (
@@ -162,32 +163,21 @@ class BatchExtractionSkill:
     def _sort(self, batch: BatchExtractionInput, items: list[Any]) -> BatchExtractionOutput:
         count = len(batch.messages)
         results: list[ExtractionOutput | None] = [None] * count
-        errors: list[str | None] = ["no answer for this message"] * count
         shares = [0] * count
-        answered: dict[int, int] = {}
-        parsed: dict[int, _BatchItem] = {}
-        for raw in items:
-            try:
-                item = raw if isinstance(raw, _BatchItem) else _BatchItem.model_validate(raw)
-            except ValidationError as error:
-                # Which message it was for is known only if the index itself is readable.
-                index = raw.get("index") if isinstance(raw, dict) else None
-                if isinstance(index, int) and 1 <= index <= count:
-                    errors[index - 1] = f"unusable answer: {error.errors()[0]['msg']}"
-                    answered[index] = answered.get(index, 0) + 1
-                continue
-            if not 1 <= item.index <= count:
-                continue  # a number no message has: nothing to attribute it to
-            answered[item.index] = answered.get(item.index, 0) + 1
-            parsed[item.index] = item
+        sorted_parts = sort_numbered(
+            items,
+            _BatchItem,
+            count,
+            missing="no answer for this message",
+            unusable="unusable answer",
+            repeated="answered more than once",
+        )
+        errors = sorted_parts.errors
         known = _shared_known(batch.messages)
         ignored = self._names(batch)
         texts = [message.message for message in batch.messages]
-        for index, item in parsed.items():
+        for index, item in sorted_parts.usable.items():
             position = index - 1
-            if answered[index] > 1:
-                errors[position] = "answered more than once"
-                continue
             foreign = misattributed_fact([fact.text for fact in item.facts], position, texts, ignored)
             if foreign is not None:
                 errors[position] = f"fact {foreign[0]!r} comes from message {foreign[1] + 1}"

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
+from memory_core.cognition.llm.numbered_answers import sort_numbered
 from memory_core.cognition.llm.prompts import BATCH_RECONCILE_PROMPT
 from memory_core.cognition.llm.reconciliation import render_existing, render_new_fact
 from memory_core.cognition.llm_skill import LLMSkill
@@ -98,29 +99,18 @@ class BatchReconcileSkill:
     def _sort(batch: BatchReconcileInput, items: list[Any]) -> BatchReconcileOutput:
         count = len(batch.items)
         results: list[ReconcileOutput | None] = [None] * count
-        errors: list[str | None] = ["no decision for this fact"] * count
         shares = [0] * count
-        answered: dict[int, int] = {}
-        parsed: dict[int, _BatchDecision] = {}
-        for raw in items:
-            try:
-                item = raw if isinstance(raw, _BatchDecision) else _BatchDecision.model_validate(raw)
-            except ValidationError as error:
-                # Which fact it was for is known only if the index itself is readable.
-                index = raw.get("index") if isinstance(raw, dict) else None
-                if isinstance(index, int) and 1 <= index <= count:
-                    errors[index - 1] = f"unusable decision: {error.errors()[0]['msg']}"
-                    answered[index] = answered.get(index, 0) + 1
-                continue
-            if not 1 <= item.index <= count:
-                continue  # a number no fact has: nothing to attribute it to
-            answered[item.index] = answered.get(item.index, 0) + 1
-            parsed[item.index] = item
-        for index, item in parsed.items():
+        sorted_parts = sort_numbered(
+            items,
+            _BatchDecision,
+            count,
+            missing="no decision for this fact",
+            unusable="unusable decision",
+            repeated="decided more than once",
+        )
+        errors = sorted_parts.errors
+        for index, item in sorted_parts.usable.items():
             position = index - 1
-            if answered[index] > 1:
-                errors[position] = "decided more than once"
-                continue
             decision = ReconcileOutput(action=item.action, target_fact_id=item.target_fact_id, reason=item.reason)
             if decision.action == "ADD":
                 decision = decision.model_copy(update={"target_fact_id": None})
