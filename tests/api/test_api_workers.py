@@ -3,29 +3,14 @@
 from __future__ import annotations
 
 import subprocess
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
 
 import httpx
 import psutil
 
+from tests.support.api_server import poll
 from tests.support.processes import running_api_process, service_env
 from tests.support.services import TestServices, free_port
-
-T = TypeVar("T")
-
-
-def _eventually(probe: Callable[[], T | None], what: str, timeout_s: float = 30) -> T:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout_s:.0f} s: {what}")
-        time.sleep(0.1)
 
 
 def _servers(api: subprocess.Popen[str]) -> list[psutil.Process]:
@@ -65,7 +50,7 @@ def test_the_api_serves_from_its_workers_replaces_one_that_dies_and_stops_them_a
         home=tmp_path,
     )
     with running_api_process(env, port) as (base_url, api):
-        servers = _eventually(lambda: _pair(_servers(api)), "two server processes")
+        servers = poll(lambda: _pair(_servers(api)), "two server processes")
 
         # Both take connections: sixteen keep-alive clients, each answered, land on both.
         clients = [httpx.Client(base_url=base_url, timeout=10) for _ in range(16)]
@@ -81,11 +66,11 @@ def test_the_api_serves_from_its_workers_replaces_one_that_dies_and_stops_them_a
         victim = servers[0]
         victim.kill()
         victim.wait(10)
-        replaced = _eventually(
+        replaced = poll(
             lambda: _pair([server for server in _servers(api) if server.pid != victim.pid]),
             "a replacement for the killed server process",
         )
-        _eventually(lambda: httpx.get(f"{base_url}/readyz", timeout=5).status_code == 200, "answers after the kill")
+        poll(lambda: httpx.get(f"{base_url}/readyz", timeout=5).status_code == 200, "answers after the kill")
         assert api.poll() is None
 
     # Stopping the API (SIGTERM, as a container stop sends) stops every server process with it.

@@ -14,10 +14,10 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import pytest
@@ -33,6 +33,7 @@ from memory_core.read.agent_index import agent_index_name, agent_text_index_name
 from memory_core.settings import Settings
 from memory_core.write.context import WriteContext, build_write_context
 from tests.support.api_server import TEST_API_KEY, api_settings, auth_headers, serve_api
+from tests.support.api_server import poll as shared_poll
 from tests.support.services import TestServices
 from tests.support.workers import running_worker
 from tests.workers.maintenance_support import CountingFactory, Gate
@@ -220,15 +221,12 @@ def agent_indexes_present(engine: Engine, agent: str) -> int:
         )
 
 
-def poll(check: Any, what: str, timeout_s: float = 90) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what} after {timeout_s} s")
-        time.sleep(0.1)
+T = TypeVar("T")
+
+
+def poll(check: Callable[[], T], what: str) -> T:
+    """:func:`tests.support.api_server.poll` with this module's longer wait (the erasure's jobs queue behind others)."""
+    return shared_poll(check, what, timeout_s=90)
 
 
 # ---- Seeding ---------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -33,7 +33,7 @@ from memory_core.read.explorer import list_agents
 from memory_core.settings import Settings
 from memory_core.shadow import shadow_agent_id
 from memory_core.write.context import WriteContext, build_write_context
-from tests.support.api_server import api_settings, auth_headers, serve_api
+from tests.support.api_server import api_settings, auth_headers, poll, serve_api
 from tests.support.services import TestServices
 from tests.support.workers import isolated_app, running_worker
 
@@ -139,17 +139,6 @@ def stack(
 
 def new_agent(name: str) -> str:
     return f"{name}-{uuid.uuid4().hex[:8]}"
-
-
-def poll(check: Callable[[], Any], what: str, timeout_s: float = 60) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what} after {timeout_s} s")
-        time.sleep(0.05)
 
 
 def run_statuses(stack: Stack, agent: str) -> Counter[str]:

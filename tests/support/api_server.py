@@ -170,6 +170,18 @@ def settled(read: Callable[[], T], *, quiet_s: float = 0.5, timeout_s: float = 1
             raise AssertionError(f"still changing after {timeout_s} s, last {value!r}")
 
 
+def poll(check: Callable[[], T], what: str, timeout_s: float = 60) -> T:
+    """``check()``'s first truthy value, asked every 50 ms; ``TimeoutError`` naming ``what`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} after {timeout_s} s")
+        time.sleep(0.05)
+
+
 def eventually_equal(read: Callable[[], T], expected: T, *, timeout_s: float = 15.0) -> None:
     """Wait until ``read()`` gives ``expected``; fail naming the last value after ``timeout_s``."""
     deadline = time.monotonic() + timeout_s
